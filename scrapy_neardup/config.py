@@ -1,0 +1,210 @@
+"""DedupConfig: every knob of the detection, its default and its validation.
+
+One dataclass serves the Scrapy settings (``NEARDUP_<FIELD>``), the command line
+(``--field-name``) and Python callers alike, so a knob is named, parsed and checked
+in one place only. Scrapy-side knobs (action, database, report) live with the
+Scrapy components; this module does not import Scrapy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .exceptions import ConfigError
+from .signatures.spotsigs import ANTECEDENTS
+
+METHODS = ("exact", "spotsigs", "simhash", "minhash", "shingles", "imatch", "ksentence")
+EXTRACTORS = ("trafilatura", "trafilatura-fast", "resiliparse", "plain", "text")
+LANGUAGES = ("auto", *sorted(ANTECEDENTS))
+SCOPES = ("global", "domain", "host")
+
+
+def _parse_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(f"expected true or false, got {value!r}")
+
+
+def _parse_int(value: Any) -> int:
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise ValueError(f"expected a whole number, got {value!r}")
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"expected a whole number, got {value!r}") from None
+
+
+def _parse_float(value: Any) -> float:
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, got {value!r}")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"expected a number, got {value!r}") from None
+
+
+def _parse_str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"expected a string, got {value!r}")
+    return value.strip().lower()
+
+
+def _parse_names(value: Any) -> tuple[str, ...]:
+    items = value.split(",") if isinstance(value, str) else value
+    try:
+        return tuple(str(item).strip().lower() for item in items if str(item).strip())
+    except TypeError:
+        raise ValueError(f"expected a list or a comma-separated string, got {value!r}") from None
+
+
+def _parse_specs(value: Any) -> tuple[tuple[int, int], ...]:
+    """Spot specs as ``"1:2,2:3"`` or ``[(1, 2), (2, 3)]``: spot distance d, chain length c."""
+    items = value.split(",") if isinstance(value, str) else value
+    specs = []
+    try:
+        for item in items:
+            pair = item.split(":") if isinstance(item, str) else item
+            d, c = (_parse_int(part) for part in pair)
+            specs.append((d, c))
+    except (TypeError, ValueError):
+        raise ValueError(f"expected 'd:c' pairs such as '1:2,2:3', got {value!r}") from None
+    return tuple(specs)
+
+
+def _parse_optional_int(value: Any) -> int | None:
+    return None if value in (None, "", "auto") else _parse_int(value)
+
+
+def knob(default: Any, parse: Callable[[Any], Any], doc: str) -> Any:
+    """A config field with its parser and the one-line help shown in the README and the CLI."""
+    if isinstance(default, (list, dict, set)):
+        raise TypeError("mutable defaults are not allowed")
+    return field(default=default, metadata={"parse": parse, "doc": doc})
+
+
+@dataclass(frozen=True)
+class DedupConfig:
+    """Every detection knob. Build with keywords, ``from_settings`` or ``from_options``."""
+
+    methods: tuple[str, ...] = knob(
+        ("exact", "spotsigs", "simhash"), _parse_names, f"methods that may call a page a duplicate: {', '.join(METHODS)}"
+    )
+    extractor: str = knob("trafilatura", _parse_str, f"main-text extractor: {', '.join(EXTRACTORS)}")
+    max_body: int = knob(5_000_000, _parse_int, "largest body in bytes that is judged; larger pages are skipped")
+    min_tokens: int = knob(30, _parse_int, "pages whose main text has fewer tokens are not judged")
+    language: str = knob("auto", _parse_str, f"SpotSigs antecedent set: {', '.join(LANGUAGES)}")
+    spotsigs_threshold: float = knob(0.5, _parse_float, "SpotSigs multiset Jaccard at or above which pages match")
+    spotsigs_specs: tuple[tuple[int, int], ...] = knob(
+        ((1, 2),), _parse_specs, "SpotSigs spot specs 'd:c' (distance, chain length), comma-separated"
+    )
+    simhash_distance: int = knob(3, _parse_int, "SimHash Hamming distance (of 64 bits) at or below which pages match")
+    simhash_shingle: int = knob(3, _parse_int, "words per SimHash feature shingle")
+    simhash_confirm: float = knob(
+        0.3, _parse_float, "SpotSigs Jaccard a SimHash match must also reach to count (0 trusts SimHash alone)"
+    )
+    minhash_perm: int = knob(128, _parse_int, "MinHash permutations")
+    minhash_threshold: float = knob(0.8, _parse_float, "estimated Jaccard at or above which MinHash pages match")
+    minhash_shingle: int = knob(3, _parse_int, "words per MinHash shingle")
+    minhash_bands: int | None = knob(
+        None, _parse_optional_int, "LSH bands (rows = permutations // bands); auto picks them for the threshold"
+    )
+    shingles_size: int = knob(5, _parse_int, "words per Broder shingle (84 min-hashes, 6 super-shingles of 14)")
+    shingles_min_agree: int = knob(2, _parse_int, "super-shingles (of 6) that must agree for a match")
+    imatch_idf_low: float = knob(0.2, _parse_float, "I-Match keeps terms whose normalized idf is at least this")
+    imatch_idf_high: float = knob(0.95, _parse_float, "... and at most this")
+    imatch_lexicons: int = knob(4, _parse_int, "extra randomized I-Match lexicons (Kolcz et al.)")
+    imatch_drop: float = knob(0.33, _parse_float, "share of terms each randomized lexicon leaves out")
+    ksentence_k: int = knob(3, _parse_int, "sentences hashed by the K-longest-sentences method")
+    scope: str = knob("global", _parse_str, f"pages only match within their {' / '.join(SCOPES)}")
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            problem = _check(f.name, getattr(self, f.name), self)
+            if problem:
+                raise ConfigError(f.name, problem)
+
+    @property
+    def minhash_lsh(self) -> tuple[int, int]:
+        """(bands, rows) for the MinHash LSH index."""
+        from .signatures.minhash import lsh_params
+
+        if self.minhash_bands is None:
+            return lsh_params(self.minhash_threshold, self.minhash_perm)
+        return self.minhash_bands, self.minhash_perm // self.minhash_bands
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any] | Any, prefix: str = "NEARDUP_") -> DedupConfig:
+        """Read ``NEARDUP_<FIELD>`` keys from Scrapy settings or any mapping; errors name the setting."""
+        return cls._build(lambda name: settings.get(prefix + name.upper()), lambda name: prefix + name.upper())
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> DedupConfig:
+        """Read CLI options (``None`` = not given); errors name the ``--flag``."""
+        return cls._build(options.get, lambda name: "--" + name.replace("_", "-"))
+
+    @classmethod
+    def _build(cls, lookup: Callable[[str], Any], label: Callable[[str], str]) -> DedupConfig:
+        values = {}
+        for f in dataclasses.fields(cls):
+            raw = lookup(f.name)
+            if raw is None:
+                continue
+            try:
+                values[f.name] = f.metadata["parse"](raw)
+            except ValueError as exc:
+                raise ConfigError(label(f.name), str(exc)) from None
+        try:
+            return cls(**values)
+        except ConfigError as exc:
+            raise ConfigError(label(exc.setting), str(exc).split(": ", 1)[1]) from None
+
+    @classmethod
+    def docs(cls) -> list[tuple[str, Any, str]]:
+        """(field, default, help) rows for the README and the CLI."""
+        return [(f.name, f.default, f.metadata["doc"]) for f in dataclasses.fields(cls)]
+
+
+def _check(name: str, value: Any, config: DedupConfig) -> str | None:
+    """Why a field's value is wrong, or None."""
+    fraction = {"spotsigs_threshold", "minhash_threshold", "imatch_idf_low", "imatch_idf_high", "imatch_drop"}
+    if name == "methods":
+        unknown = [m for m in value if m not in METHODS]
+        if unknown or not value:
+            return f"unknown method(s) {unknown or value!r}; choose from {', '.join(METHODS)}"
+    elif name == "extractor" and value not in EXTRACTORS:
+        return f"unknown extractor {value!r}; choose from {', '.join(EXTRACTORS)}"
+    elif name == "language" and value not in LANGUAGES:
+        return f"unknown language {value!r}; choose from {', '.join(LANGUAGES)}"
+    elif name == "scope" and value not in SCOPES:
+        return f"unknown scope {value!r}; choose from {', '.join(SCOPES)}"
+    elif name in fraction and not (0.0 < value <= 1.0 or (name == "imatch_idf_low" and value == 0.0)):
+        return f"must be a fraction in (0, 1], got {value!r}"
+    elif name == "simhash_confirm" and not 0.0 <= value <= 1.0:
+        return f"must be a fraction in [0, 1], got {value!r}"
+    elif name == "imatch_idf_high" and value < config.imatch_idf_low:
+        return f"must be at least imatch_idf_low ({config.imatch_idf_low}), got {value!r}"
+    elif name == "spotsigs_specs" and (not value or any(d < 1 or c < 1 or c > 8 for d, c in value)):
+        return f"need at least one spec with distance >= 1 and chain length 1..8, got {value!r}"
+    elif name == "simhash_distance" and not 0 <= value <= 32:
+        return f"must be between 0 and 32 bits, got {value!r}"
+    elif name == "minhash_bands" and value is not None and not 1 <= value <= config.minhash_perm:
+        return f"must be between 1 and minhash_perm ({config.minhash_perm}), got {value!r}"
+    elif name == "shingles_min_agree" and not 1 <= value <= 6:
+        return f"must be between 1 and 6, got {value!r}"
+    elif name == "max_body" and value < 1024:
+        return f"must be at least 1024 bytes, got {value!r}"
+    elif name in ("min_tokens", "imatch_lexicons") and value < 0:
+        return f"must not be negative, got {value!r}"
+    elif name in ("simhash_shingle", "minhash_shingle", "shingles_size", "ksentence_k") and not 1 <= value <= 32:
+        return f"must be between 1 and 32, got {value!r}"
+    elif name == "minhash_perm" and not 16 <= value <= 1024:
+        return f"must be between 16 and 1024, got {value!r}"
+    return None

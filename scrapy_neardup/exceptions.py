@@ -1,0 +1,38 @@
+"""The package's errors. Every message names the thing to fix: a setting, a file, an extra."""
+
+from __future__ import annotations
+
+
+class NearDupError(Exception):
+    """Base class of every error raised by scrapy-neardup."""
+
+
+class ConfigError(NearDupError, ValueError):
+    """A knob has a bad value; ``setting`` is the name the user wrote it under."""
+
+    def __init__(self, setting: str, message: str) -> None:
+        super().__init__(f"{setting}: {message}")
+        self.setting = setting
+
+
+class MissingExtraError(NearDupError, ImportError):
+    """An optional feature needs a package from one of the package's extras."""
+
+    def __init__(self, feature: str, extra: str, package: str) -> None:
+        super().__init__(
+            f"{feature} needs the '{package}' package: pip install 'scrapy-neardup[{extra}]'"
+        )
+        self.extra = extra
+
+
+class InputError(NearDupError):
+    """A file or value given on the command line cannot be read as a page."""
+
+
+class SkipPage(NearDupError):
+    """A page that is not judged; ``reason`` is a short stats key such as ``too_short`` or ``binary``."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail

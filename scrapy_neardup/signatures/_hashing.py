@@ -1,0 +1,62 @@
+"""Deterministic 64-bit hashing shared by the signature modules.
+
+Tokens are hashed once with xxh3-64 (fixed seed), then combined with numpy arithmetic:
+the same text gives the same signature in every process and on every machine, which
+Python's salted ``hash()`` would not.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xxhash
+
+_M1 = np.uint64(0xFF51AFD7ED558CCD)
+_M2 = np.uint64(0xC4CEB9FE1A85EC53)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_S33 = np.uint64(33)
+
+
+def mix64(x: np.ndarray) -> np.ndarray:
+    """MurmurHash3's 64-bit finalizer: a bijection that spreads every input bit over the output."""
+    x = x ^ (x >> _S33)
+    x = x * _M1
+    x = x ^ (x >> _S33)
+    x = x * _M2
+    return x ^ (x >> _S33)
+
+
+def token_hashes(tokens: list[str]) -> np.ndarray:
+    """xxh3-64 of every token (each distinct token hashed once), as a uint64 array."""
+    known: dict[str, int] = {}
+    digest = xxhash.xxh3_64_intdigest
+    for token in tokens:
+        if token not in known:
+            known[token] = digest(token.encode("utf-8"))
+    return np.fromiter((known[t] for t in tokens), dtype=np.uint64, count=len(tokens))
+
+
+def combine(acc: np.ndarray, nxt: np.ndarray) -> np.ndarray:
+    """Order-sensitive combination of two hash arrays, element by element."""
+    return mix64(acc * _GOLDEN + nxt)
+
+
+def ngram_hashes(hashes: np.ndarray, n: int) -> np.ndarray:
+    """Hashes of every run of ``n`` consecutive tokens; a text shorter than ``n`` is one n-gram."""
+    if len(hashes) == 0:
+        return hashes.copy()
+    n = min(n, len(hashes))
+    m = len(hashes) - n + 1
+    acc = mix64(hashes[:m] ^ np.uint64(n))
+    for i in range(1, n):
+        acc = combine(acc, hashes[i : i + m])
+    return acc
+
+
+def seeded(seed: int, count: int) -> np.ndarray:
+    """``count`` well-mixed uint64 constants derived from ``seed``."""
+    return mix64(np.arange(count, dtype=np.uint64) + np.uint64((seed * int(_GOLDEN)) % 2**64))
+
+
+def bytes_key(values: np.ndarray, seed: int) -> int:
+    """xxh3-64 of an array's little-endian bytes: a lookup key for a band or super-shingle."""
+    return xxhash.xxh3_64_intdigest(np.ascontiguousarray(values).astype(values.dtype.newbyteorder("<")).tobytes(), seed)

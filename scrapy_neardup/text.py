@@ -1,0 +1,181 @@
+"""HTML to main text, normalization and tokens: the first leg of a page's one path.
+
+Every function here is total on web input: bad bytes are decoded with replacement,
+binary bodies are recognized, and an extractor that fails raises ``SkipPage`` with a
+reason instead of an arbitrary exception, so a crawl never dies for one page.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import unicodedata
+from collections.abc import Callable
+
+from .exceptions import MissingExtraError, SkipPage
+
+logger = logging.getLogger(__name__)
+
+# Han (with extensions and compatibility ideographs), Hiragana and Katakana: written without spaces,
+# so each character is a token (after NFKC, half-width katakana is already full-width).
+CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
+KANA = "\u3040-\u30ff"
+_TOKEN = re.compile(f"[{CJK}]|[^\\W_{CJK}]+")
+_CJK_CHAR = re.compile(f"[{CJK}]")
+_KANA_CHAR = re.compile(f"[{KANA}]")
+_NOT_WORD = re.compile(r"[\W_]+")
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|(?<=[。！？；])|[\r\n]+")
+
+# Magic numbers of bodies that are certainly not HTML: images, PDF, archives, fonts, media.
+_BINARY_MAGIC = (
+    b"%PDF", b"\x89PNG", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"PK\x03\x04", b"\x1f\x8b",
+    b"RIFF", b"OggS", b"ID3", b"\x7fELF", b"wOFF", b"wOF2", b"BM", b"\x00\x00\x01\x00",
+    b"II*\x00", b"MM\x00*", b"7z\xbc\xaf", b"Rar!", b"\x28\xb5\x2f\xfd", b"%!PS",
+)  # fmt: skip
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
+def looks_binary(body: bytes) -> bool:
+    """True for bodies that are not text: a known magic number, or control bytes in the first 4 KiB."""
+    head = body[:4096]
+    if head.startswith(_BINARY_MAGIC):
+        return True
+    if head.startswith(_UTF16_BOMS) or head.startswith(b"\xef\xbb\xbf"):
+        return False
+    controls = sum(1 for byte in head if byte < 9 or 13 < byte < 32)
+    return controls > max(8, len(head) // 50)
+
+
+def _sniff_encoding(body: bytes) -> str | None:
+    """Last-resort guess for bodies that declare no charset (charset-normalizer on the first 64 KiB)."""
+    try:
+        from charset_normalizer import from_bytes
+    except ImportError:  # pragma: no cover - trafilatura depends on it
+        return None
+    best = from_bytes(body[:65536]).best()
+    return best.encoding if best else None
+
+
+def decode(body: bytes | str, content_type: str | None = None) -> str:
+    """Bytes to text the way a browser does: BOM, HTTP header, ``<meta charset>``, a sniff, then UTF-8.
+
+    Undecodable bytes become U+FFFD; this never raises on page content.
+    """
+    if isinstance(body, str):
+        return body
+    from w3lib.encoding import html_to_unicode
+
+    try:
+        _, text = html_to_unicode(content_type, body, auto_detect_fun=_sniff_encoding)
+    except (LookupError, ValueError):
+        text = body.decode("utf-8", errors="replace")
+    return text
+
+
+def _trafilatura(html: str, fast: bool) -> str | None:
+    import trafilatura
+
+    # Never deduplicate=True: trafilatura would then drop repeated pages on its own, unrecorded.
+    return trafilatura.extract(
+        html, fast=fast, include_comments=False, include_tables=True, deduplicate=False, output_format="txt"
+    )
+
+
+def _resiliparse(html: str) -> str | None:
+    try:
+        from resiliparse.extract.html2text import extract_plain_text
+    except ImportError:
+        raise MissingExtraError("NEARDUP_EXTRACTOR = 'resiliparse'", "fast", "resiliparse") from None
+    return extract_plain_text(html, main_content=True, preserve_formatting=True, alt_texts=False, list_bullets=False)
+
+
+def _plain(html: str) -> str | None:
+    """All visible text: the document without head, scripts, styles and templates."""
+    import lxml.html
+    from lxml import etree
+
+    # Parse bytes so an <?xml encoding=...?> declaration in a str cannot make lxml refuse it.
+    parser = lxml.html.HTMLParser(encoding="utf-8", remove_comments=True)
+    try:
+        root = lxml.html.document_fromstring(html.encode("utf-8", errors="replace"), parser=parser)
+    except (etree.ParserError, ValueError):
+        return None
+    for node in root.xpath("//head|//script|//style|//noscript|//template|//svg"):
+        node.drop_tree()
+    return "\n".join(part.strip() for part in root.itertext() if part.strip())
+
+
+def _text(text: str) -> str | None:
+    return text
+
+
+EXTRACTOR_FUNCS: dict[str, Callable[[str], str | None]] = {
+    "trafilatura": lambda html: _trafilatura(html, fast=False),
+    "trafilatura-fast": lambda html: _trafilatura(html, fast=True),
+    "resiliparse": _resiliparse,
+    "plain": _plain,
+    "text": _text,
+}
+
+
+def main_text(
+    body: bytes | str, extractor: str = "trafilatura", content_type: str | None = None, max_body: int = 5_000_000
+) -> str:
+    """A page's main text, or ``SkipPage`` saying why it has none worth judging.
+
+    Reasons: ``empty``, ``too_large``, ``binary``, ``extraction_failed``, ``no_text``.
+    """
+    size = len(body) if isinstance(body, bytes) else len(body.encode("utf-8", errors="replace"))
+    if size > max_body:
+        raise SkipPage("too_large", f"{size} bytes > max_body {max_body}")
+    if isinstance(body, bytes):
+        if looks_binary(body):
+            raise SkipPage("binary", "the body is not text")
+        body = decode(body, content_type)
+    if not body.strip():
+        raise SkipPage("empty", "the body is empty")
+    func = EXTRACTOR_FUNCS[extractor]
+    try:
+        text = func(body)
+    except MissingExtraError:
+        raise
+    except Exception as exc:  # an extractor bug on one page must not stop the crawl
+        logger.debug("extractor %s failed: %r", extractor, exc)
+        raise SkipPage("extraction_failed", f"{extractor}: {exc!r}"[:300]) from exc
+    if not text or not text.strip():
+        raise SkipPage("no_text", f"{extractor} found no main text")
+    return text
+
+
+def normalize(text: str) -> str:
+    """NFKC, casefold, punctuation and symbols folded to spaces, whitespace collapsed."""
+    text = unicodedata.normalize("NFKC", text).casefold()
+    return " ".join(_NOT_WORD.sub(" ", text).split())
+
+
+def tokenize(normalized: str) -> list[str]:
+    """Words for space-separated scripts; one token per character for Chinese and Japanese."""
+    return _TOKEN.findall(normalized)
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences at . ! ? ; (and their CJK forms) and at line breaks; empty ones dropped."""
+    return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
+
+
+def detect_language(tokens: list[str], votes: dict[str, frozenset[str]]) -> str:
+    """The language of a token list, well enough to pick a SpotSigs antecedent set.
+
+    CJK characters decide first (kana means Japanese); otherwise the language whose
+    function words occur most often wins. ``und`` when nothing speaks for any.
+    """
+    if not tokens:
+        return "und"
+    sample = tokens[:5000]
+    cjk = sum(1 for t in sample if len(t) == 1 and _CJK_CHAR.match(t))
+    if cjk >= 0.3 * len(sample):
+        kana = sum(1 for t in sample if _KANA_CHAR.match(t))
+        return "ja" if kana >= 0.1 * cjk else "zh"
+    scores = {lang: sum(1 for t in sample if t in words) for lang, words in votes.items()}
+    best = max(scores, key=lambda lang: (scores[lang], lang == "en"))
+    return best if scores[best] >= max(2, len(sample) // 100) else "und"
