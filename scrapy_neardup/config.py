@@ -95,30 +95,48 @@ class DedupConfig:
     """Every detection knob. Build with keywords, ``from_settings`` or ``from_options``."""
 
     methods: tuple[str, ...] = knob(
-        ("exact", "spotsigs", "simhash"), _parse_names, f"methods that may call a page a duplicate: {', '.join(METHODS)}"
+        ("exact", "spotsigs", "simhash"),
+        _parse_names,
+        f"methods that may call a page a duplicate: {', '.join(METHODS)}",
     )
     extractor: str = knob("trafilatura", _parse_str, f"main-text extractor: {', '.join(EXTRACTORS)}")
-    max_body: int = knob(5_000_000, _parse_int, "largest body in bytes that is judged; larger pages are skipped")
+    max_body: int = knob(
+        5_000_000, _parse_int, "largest body in bytes that is judged; larger pages are skipped"
+    )
     min_tokens: int = knob(30, _parse_int, "pages whose main text has fewer tokens are not judged")
     language: str = knob("auto", _parse_str, f"SpotSigs antecedent set: {', '.join(LANGUAGES)}")
-    spotsigs_threshold: float = knob(0.5, _parse_float, "SpotSigs multiset Jaccard at or above which pages match")
+    spotsigs_threshold: float = knob(
+        0.5, _parse_float, "SpotSigs multiset Jaccard at or above which pages match"
+    )
     spotsigs_specs: tuple[tuple[int, int], ...] = knob(
         ((1, 2),), _parse_specs, "SpotSigs spot specs 'd:c' (distance, chain length), comma-separated"
     )
-    simhash_distance: int = knob(3, _parse_int, "SimHash Hamming distance (of 64 bits) at or below which pages match")
+    simhash_distance: int = knob(
+        3, _parse_int, "SimHash Hamming distance (of 64 bits) at or below which pages match"
+    )
     simhash_shingle: int = knob(3, _parse_int, "words per SimHash feature shingle")
     simhash_confirm: float = knob(
-        0.3, _parse_float, "SpotSigs Jaccard a SimHash match must also reach to count (0 trusts SimHash alone)"
+        0.3,
+        _parse_float,
+        "SpotSigs Jaccard a SimHash match must also reach to count (0 trusts SimHash alone)",
     )
     minhash_perm: int = knob(128, _parse_int, "MinHash permutations")
-    minhash_threshold: float = knob(0.8, _parse_float, "estimated Jaccard at or above which MinHash pages match")
+    minhash_threshold: float = knob(
+        0.8, _parse_float, "estimated Jaccard at or above which MinHash pages match"
+    )
     minhash_shingle: int = knob(3, _parse_int, "words per MinHash shingle")
     minhash_bands: int | None = knob(
-        None, _parse_optional_int, "LSH bands (rows = permutations // bands); auto picks them for the threshold"
+        None,
+        _parse_optional_int,
+        "LSH bands (rows = permutations // bands); auto picks them for the threshold",
     )
-    shingles_size: int = knob(5, _parse_int, "words per Broder shingle (84 min-hashes, 6 super-shingles of 14)")
+    shingles_size: int = knob(
+        5, _parse_int, "words per Broder shingle (84 min-hashes, 6 super-shingles of 14)"
+    )
     shingles_min_agree: int = knob(2, _parse_int, "super-shingles (of 6) that must agree for a match")
-    imatch_idf_low: float = knob(0.2, _parse_float, "I-Match keeps terms whose normalized idf is at least this")
+    imatch_idf_low: float = knob(
+        0.2, _parse_float, "I-Match keeps terms whose normalized idf is at least this"
+    )
     imatch_idf_high: float = knob(0.95, _parse_float, "... and at most this")
     imatch_lexicons: int = knob(4, _parse_int, "extra randomized I-Match lexicons (Kolcz et al.)")
     imatch_drop: float = knob(0.33, _parse_float, "share of terms each randomized lexicon leaves out")
@@ -143,7 +161,9 @@ class DedupConfig:
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any] | Any, prefix: str = "NEARDUP_") -> DedupConfig:
         """Read ``NEARDUP_<FIELD>`` keys from Scrapy settings or any mapping; errors name the setting."""
-        return cls._build(lambda name: settings.get(prefix + name.upper()), lambda name: prefix + name.upper())
+        return cls._build(
+            lambda name: settings.get(prefix + name.upper()), lambda name: prefix + name.upper()
+        )
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> DedupConfig:
@@ -203,7 +223,10 @@ def _check(name: str, value: Any, config: DedupConfig) -> str | None:
         return f"must be at least 1024 bytes, got {value!r}"
     elif name in ("min_tokens", "imatch_lexicons") and value < 0:
         return f"must not be negative, got {value!r}"
-    elif name in ("simhash_shingle", "minhash_shingle", "shingles_size", "ksentence_k") and not 1 <= value <= 32:
+    elif (
+        name in ("simhash_shingle", "minhash_shingle", "shingles_size", "ksentence_k")
+        and not 1 <= value <= 32
+    ):
         return f"must be between 1 and 32, got {value!r}"
     elif name == "minhash_perm" and not 16 <= value <= 1024:
         return f"must be between 16 and 1024, got {value!r}"

@@ -19,9 +19,7 @@ class MissingExtraError(NearDupError, ImportError):
     """An optional feature needs a package from one of the package's extras."""
 
     def __init__(self, feature: str, extra: str, package: str) -> None:
-        super().__init__(
-            f"{feature} needs the '{package}' package: pip install 'scrapy-neardup[{extra}]'"
-        )
+        super().__init__(f"{feature} needs the '{package}' package: pip install 'scrapy-neardup[{extra}]'")
         self.extra = extra
 
 

@@ -19,8 +19,8 @@ from .signatures.imatch import CollectionStats, imatch_signatures, lexicon_terms
 from .signatures.ksentence import ksentence_hash
 from .signatures.minhash import band_keys, minhash
 from .signatures.shingles import super_shingles
-from .signatures.spotsigs import ANTECEDENTS, LANGUAGE_VOTES, STOPWORDS, SpotSet, spot_signatures
 from .signatures.simhash import simhash
+from .signatures.spotsigs import ANTECEDENTS, LANGUAGE_VOTES, STOPWORDS, SpotSet, spot_signatures
 from .text import detect_language, main_text, normalize, split_sentences, tokenize
 
 _EMPTY_SPOTS = SpotSet(np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.uint32))
@@ -112,7 +112,11 @@ def fingerprint(
         sentences = [tokenize(normalize(s)) for s in split_sentences(text)]
         values["ksentence"] = ksentence_hash(sentences, config.ksentence_k)
     return Fingerprint(
-        raw_hash=body_hash, token_count=len(tokens), language=language, text=text, **values  # type: ignore[arg-type]
+        raw_hash=body_hash,
+        token_count=len(tokens),
+        language=language,
+        text=text,
+        **values,  # type: ignore[arg-type]
     )
 
 

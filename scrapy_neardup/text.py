@@ -86,7 +86,9 @@ def _resiliparse(html: str) -> str | None:
         from resiliparse.extract.html2text import extract_plain_text
     except ImportError:
         raise MissingExtraError("NEARDUP_EXTRACTOR = 'resiliparse'", "fast", "resiliparse") from None
-    return extract_plain_text(html, main_content=True, preserve_formatting=True, alt_texts=False, list_bullets=False)
+    return extract_plain_text(
+        html, main_content=True, preserve_formatting=True, alt_texts=False, list_bullets=False
+    )
 
 
 def _plain(html: str) -> str | None:
@@ -119,7 +121,10 @@ EXTRACTOR_FUNCS: dict[str, Callable[[str], str | None]] = {
 
 
 def main_text(
-    body: bytes | str, extractor: str = "trafilatura", content_type: str | None = None, max_body: int = 5_000_000
+    body: bytes | str,
+    extractor: str = "trafilatura",
+    content_type: str | None = None,
+    max_body: int = 5_000_000,
 ) -> str:
     """A page's main text, or ``SkipPage`` saying why it has none worth judging.
 
@@ -167,7 +172,9 @@ def detect_language(tokens: list[str], votes: dict[str, frozenset[str]]) -> str:
     """The language of a token list, well enough to pick a SpotSigs antecedent set.
 
     CJK characters decide first (kana means Japanese); otherwise the language whose
-    function words occur most often wins. ``und`` when nothing speaks for any.
+    function words occur most often wins, provided they make up a real share of the
+    text (running prose in these languages is a third function words or more). ``und``
+    when no language qualifies: SpotSigs then uses plain word n-grams.
     """
     if not tokens:
         return "und"
@@ -178,4 +185,4 @@ def detect_language(tokens: list[str], votes: dict[str, frozenset[str]]) -> str:
         return "ja" if kana >= 0.1 * cjk else "zh"
     scores = {lang: sum(1 for t in sample if t in words) for lang, words in votes.items()}
     best = max(scores, key=lambda lang: (scores[lang], lang == "en"))
-    return best if scores[best] >= max(2, len(sample) // 100) else "und"
+    return best if scores[best] >= max(2, len(sample) // 20) else "und"

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from .config import DedupConfig
 from .fingerprint import Fingerprint
 from .signatures.shingles import GROUPS
+from .signatures.simhash import BITS
 from .signatures.similarity import (
     hamming,
     imatch_agreement,
@@ -18,7 +19,6 @@ from .signatures.similarity import (
     multiset_jaccard,
     super_shingle_agreement,
 )
-from .signatures.simhash import BITS
 
 # Most precise first: the first method in this order that matches names the verdict.
 DECISION_ORDER = ("exact", "ksentence", "imatch", "spotsigs", "minhash", "shingles", "simhash")
@@ -86,7 +86,12 @@ def method_result(method: str, a: Fingerprint, b: Fingerprint, config: DedupConf
         agree = super_shingle_agreement(a.super_shingles, b.super_shingles)
         need = config.shingles_min_agree
         return MethodResult(
-            method, agree / GROUPS, agree, f"{agree} of {GROUPS} agree", f">= {need} of {GROUPS}", agree >= need
+            method,
+            agree / GROUPS,
+            agree,
+            f"{agree} of {GROUPS} agree",
+            f">= {need} of {GROUPS}",
+            agree >= need,
         )
     if method == "imatch":
         if not a.imatch or not b.imatch:

@@ -26,13 +26,9 @@ def mix64(x: np.ndarray) -> np.ndarray:
 
 
 def token_hashes(tokens: list[str]) -> np.ndarray:
-    """xxh3-64 of every token (each distinct token hashed once), as a uint64 array."""
-    known: dict[str, int] = {}
+    """xxh3-64 of every token, as a uint64 array (hashing each is faster than caching repeats)."""
     digest = xxhash.xxh3_64_intdigest
-    for token in tokens:
-        if token not in known:
-            known[token] = digest(token.encode("utf-8"))
-    return np.fromiter((known[t] for t in tokens), dtype=np.uint64, count=len(tokens))
+    return np.fromiter((digest(t.encode("utf-8")) for t in tokens), dtype=np.uint64, count=len(tokens))
 
 
 def combine(acc: np.ndarray, nxt: np.ndarray) -> np.ndarray:
@@ -59,4 +55,6 @@ def seeded(seed: int, count: int) -> np.ndarray:
 
 def bytes_key(values: np.ndarray, seed: int) -> int:
     """xxh3-64 of an array's little-endian bytes: a lookup key for a band or super-shingle."""
-    return xxhash.xxh3_64_intdigest(np.ascontiguousarray(values).astype(values.dtype.newbyteorder("<")).tobytes(), seed)
+    return xxhash.xxh3_64_intdigest(
+        np.ascontiguousarray(values).astype(values.dtype.newbyteorder("<")).tobytes(), seed
+    )

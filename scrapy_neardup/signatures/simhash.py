@@ -21,6 +21,7 @@ def simhash(hashes: np.ndarray, shingle: int = 3) -> int:
         return 0
     unique, weights = np.unique(features, return_counts=True)
     bits = np.unpackbits(unique.astype("<u8").view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
-    # Per bit: sum of weights where the bit is 1 minus where it is 0.
-    totals = 2 * (weights.astype(np.int64) @ bits.astype(np.int64)) - int(weights.sum())
+    # Per bit: sum of weights where the bit is 1 minus where it is 0. A float64 product (BLAS) is
+    # exact for integer sums below 2**53 and several times faster than an int64 one.
+    totals = 2 * (weights.astype(np.float64) @ bits.astype(np.float64)) - float(weights.sum())
     return int.from_bytes(np.packbits(totals > 0, bitorder="little").tobytes(), "little")

@@ -42,4 +42,4 @@ def super_shingle_agreement(a: np.ndarray, b: np.ndarray) -> int:
 
 def imatch_agreement(a: tuple[int, ...], b: tuple[int, ...]) -> int:
     """Number of I-Match lexicons on which two pages have the same signature."""
-    return sum(1 for x, y in zip(a, b) if x == y and x != 0)
+    return sum(1 for x, y in zip(a, b, strict=False) if x == y and x != 0)

@@ -15,55 +15,124 @@ import numpy as np
 
 from ._hashing import combine, mix64
 
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
 # The paper's best English set: the articles and the forms of be, can, will, have, do.
 # The other languages follow the same recipe: articles (where the language has them) and
 # the common forms of the auxiliaries.
 ANTECEDENTS: dict[str, frozenset[str]] = {
-    "en": frozenset(
-        "a an the is are was were be been being am can could will would have has had do does did".split()
+    "en": _words(
+        """
+        a am an are be been being can could did do does had has have is the was were will would
+        """
     ),
-    "de": frozenset(
-        "der die das den dem des ein eine einen einem einer eines ist sind war waren sein bin bist gewesen "
-        "wird werden wurde wurden kann können konnte hat haben hatte hatten".split()
+    "de": _words(
+        """
+        bin bist das dem den der des die ein eine einem einen einer eines gewesen haben hat hatte hatten
+        ist kann konnte können sein sind war waren werden wird wurde wurden
+        """
     ),
-    "fr": frozenset(
-        "le la les l un une des du est sont était étaient être été a ont avait avaient avoir "
-        "peut peuvent pouvait sera seront fait font".split()
+    "fr": _words(
+        """
+        a avaient avait avoir des du est fait font l la le les ont peut peuvent pouvait sera seront sont
+        un une étaient était été être
+        """
     ),
-    "es": frozenset(
-        "el la los las un una unos unas lo es son era eran fue fueron ser sido está están estaba "
-        "ha han había haber puede pueden podía será serán hace hacen".split()
+    "es": _words(
+        """
+        el era eran es estaba está están fue fueron ha haber había hace hacen han la las lo los podía
+        puede pueden ser será serán sido son un una unas unos
+        """
+    ),
+    "pt": _words(
+        """
+        a as era eram estava está estão faz fazem foi foram o os pode podem podia ser será serão sido
+        sou são tem ter tido tinha têm um uma umas uns é
+        """
+    ),
+    "it": _words(
+        """
+        avere aveva era erano essere fa fanno gli ha hanno i il l la le lo possono può saranno sarà sono
+        stata stato un una uno è
+        """
+    ),
+    "nl": _words(
+        """
+        ben de doet een geweest had hebben heeft het is kan kon kunnen waren was zal zijn zou zullen
+        """
     ),
     # Chinese is tokenized by character: structural particles, the copula and common auxiliaries,
     # simplified and traditional forms alike.
-    "zh": frozenset("的 是 了 在 有 和 一 个 個 这 這 也 就 都 与 與 被 把 将 將 会 會 能 可 为 為".split()),
-    "ja": frozenset("の は が を に で と も へ や".split()),
+    "zh": _words(
+        """
+        一 与 个 为 也 了 会 個 可 和 在 将 將 就 把 是 會 有 為 的 能 與 被 这 這 都
+        """
+    ),
+    "ja": _words(
+        """
+        が で と に の は へ も や を
+        """
+    ),
 }
 
 # Words skipped inside a chain (the paper drops stopwords from chains as well).
 STOPWORDS: dict[str, frozenset[str]] = {
-    "en": frozenset(
-        "of to in and or for on at by with from as that this these those it its which who whom but not no "
-        "so if than then there their they he she we you i his her our your them also".split()
+    "en": _words(
+        """
+        also and as at but by for from he her his i if in it its no not of on or our she so than that
+        their them then there these they this those to we which who whom with you your
+        """
     ),
-    "de": frozenset(
-        "und oder zu von mit auf für im in an am zum zur bei aus als dass nicht auch sich es er sie wir "
-        "ich du ihr um über nach wie".split()
+    "de": _words(
+        """
+        als am an auch auf aus bei dass du er es für ich ihr im in mit nach nicht oder sich sie um und
+        von wie wir zu zum zur über
+        """
     ),
-    "fr": frozenset(
-        "et ou de d à au aux en dans par pour sur avec que qu qui ne pas se s il elle ils elles nous vous "
-        "je ce cette son sa ses plus".split()
+    "fr": _words(
+        """
+        au aux avec ce cette d dans de elle elles en et il ils je ne nous ou par pas plus pour qu que
+        qui s sa se ses son sur vous à
+        """
     ),
-    "es": frozenset(
-        "y o de a en por para con que se no del al su sus como más pero le les me mi este esta".split()
+    "es": _words(
+        """
+        a al como con de del en esta este le les me mi más no o para pero por que se su sus y
+        """
     ),
-    "zh": frozenset("们 們 着 著 地 得 吗 嗎 呢 吧 啊".split()),
-    "ja": frozenset("た て だ".split()),
+    "pt": _words(
+        """
+        ao aos com como da das de do dos e em mais mas na nas no nos não ou para por que se seu sua à às
+        """
+    ),
+    "it": _words(
+        """
+        al alla anche che come con da dal dei del della delle di e in ma nel nella non o per più si
+        """
+    ),
+    "nl": _words(
+        """
+        aan als bij dat die en er in met naar niet of om ook op te van voor zich
+        """
+    ),
+    "zh": _words(
+        """
+        们 們 吗 吧 呢 啊 嗎 地 得 着 著
+        """
+    ),
+    "ja": _words(
+        """
+        た だ て
+        """
+    ),
 }
 
 # The words that tell languages apart in ``text.detect_language`` (CJK is told by its script).
 LANGUAGE_VOTES: dict[str, frozenset[str]] = {
-    lang: ANTECEDENTS[lang] | STOPWORDS[lang] for lang in ("en", "de", "fr", "es")
+    lang: ANTECEDENTS[lang] | STOPWORDS[lang] for lang in ("en", "de", "fr", "es", "pt", "it", "nl")
 }
 
 
@@ -83,6 +152,30 @@ class SpotSet:
         return len(self.hashes)
 
 
+def spot_chains(tokens: list[str], language: str, d: int, c: int) -> tuple[np.ndarray, np.ndarray]:
+    """Token positions of every spot for one ``(d, c)`` spec: antecedents (m,) and their chains (m, c).
+
+    A language without an antecedent set makes every word an antecedent, so the spots
+    become plain word n-grams. Antecedents too near the end for a full chain give no spot.
+    """
+    antecedents = ANTECEDENTS.get(language)
+    stop = STOPWORDS.get(language, frozenset())
+    not_stop = np.fromiter((t not in stop for t in tokens), dtype=bool, count=len(tokens))
+    if antecedents is None:
+        is_ante = np.ones(len(tokens), dtype=bool)
+        is_chain = not_stop
+    else:
+        is_ante = np.fromiter((t in antecedents for t in tokens), dtype=bool, count=len(tokens))
+        is_chain = ~is_ante & not_stop
+    ante_pos = np.flatnonzero(is_ante)
+    chain_pos = np.flatnonzero(is_chain)
+    # Index (into chain_pos) of the first chain word after each antecedent, then every d-th one.
+    first = np.searchsorted(chain_pos, ante_pos, side="right")
+    picks = first[:, None] + (d * np.arange(1, c + 1) - 1)[None, :]
+    valid = picks[:, -1] < len(chain_pos)
+    return ante_pos[valid], chain_pos[picks[valid]]
+
+
 def spot_signatures(
     tokens: list[str],
     hashes: np.ndarray,
@@ -91,34 +184,16 @@ def spot_signatures(
 ) -> SpotSet:
     """The spot multiset of a token list for every ``(d, c)`` spec at once.
 
-    ``hashes`` are the tokens' hashes (``_hashing.token_hashes``). A language without an
-    antecedent set makes every word an antecedent, so the spots become plain word n-grams.
+    ``hashes`` are the tokens' hashes (``_hashing.token_hashes``); a spot's hash covers its
+    spec, its antecedent and its chain in order.
     """
-    antecedents = ANTECEDENTS.get(language)
-    stop = STOPWORDS.get(language, frozenset())
-    if antecedents is None:
-        is_ante = np.ones(len(tokens), dtype=bool)
-        is_chain = np.fromiter((t not in stop for t in tokens), dtype=bool, count=len(tokens))
-    else:
-        is_ante = np.fromiter((t in antecedents for t in tokens), dtype=bool, count=len(tokens))
-        is_chain = ~is_ante & np.fromiter((t not in stop for t in tokens), dtype=bool, count=len(tokens))
-    ante_pos = np.flatnonzero(is_ante)
-    chain_pos = np.flatnonzero(is_chain)
     parts = []
     for d, c in specs:
-        # Index (into chain_pos) of the first chain word after each antecedent.
-        first = np.searchsorted(chain_pos, ante_pos, side="right")
-        offsets = d * np.arange(1, c + 1) - 1
-        picks = first[:, None] + offsets[None, :]
-        valid = picks[:, -1] < len(chain_pos)
-        if not valid.any():
-            continue
-        chains = hashes[chain_pos[picks[valid]]]
-        acc = mix64(hashes[ante_pos[valid]] ^ np.uint64((d << 8) | c))
+        ante, chains = spot_chains(tokens, language, d, c)
+        acc = mix64(hashes[ante] ^ np.uint64((d << 8) | c))
         for col in range(c):
-            acc = combine(acc, chains[:, col])
+            acc = combine(acc, hashes[chains[:, col]])
         parts.append(acc)
-    if not parts:
-        return SpotSet(np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.uint32))
-    unique, counts = np.unique(np.concatenate(parts), return_counts=True)
-    return SpotSet(unique, counts.astype(np.uint32))
+    spots = np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
+    unique, counts = np.unique(spots, return_counts=True)
+    return SpotSet(unique.astype(np.uint64), counts.astype(np.uint32))

@@ -1,0 +1,171 @@
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from scrapy_neardup import MissingExtraError, SkipPage
+from scrapy_neardup.signatures.spotsigs import LANGUAGE_VOTES
+from scrapy_neardup.text import (
+    EXTRACTOR_FUNCS,
+    decode,
+    detect_language,
+    looks_binary,
+    main_text,
+    normalize,
+    split_sentences,
+    tokenize,
+)
+
+ARTICLE = (
+    "<html><head><title>T</title><style>p{color:red}</style><script>var x = 'hidden';</script></head>"
+    "<body><nav><a href='/'>Home</a> <a href='/news'>News</a></nav><article><h1>Harbour reopens</h1>"
+    + "".join(
+        f"<p>The harbour of the old town was reopened on day {i} after the storm had damaged the piers, "
+        "and the fishermen said that the repairs were done faster than anyone expected.</p>"
+        for i in range(8)
+    )
+    + "</article><footer>Copyright 2026</footer></body></html>"
+)
+
+
+def test_decode_prefers_http_header_then_meta_then_bom():
+    cyrillic = "Привет, мир: новости дня"
+    body = f"<html><body><p>{cyrillic}</p></body></html>".encode("windows-1251")
+    assert cyrillic in decode(body, "text/html; charset=windows-1251")
+    meta = f'<html><head><meta charset="windows-1251"></head><body>{cyrillic}</body></html>'.encode(
+        "windows-1251"
+    )
+    assert cyrillic in decode(meta, "text/html")
+    utf16 = "\ufeff<html><body>Grüße aus Köln</body></html>".encode("utf-16-le")
+    assert "Grüße aus Köln" in decode(utf16)
+
+
+def test_decode_never_raises_on_bad_bytes():
+    broken = b"<html><body>caf\xe9 \xff\xfe\x80 ok</body></html>"
+    text = decode(broken, "text/html; charset=utf-8")
+    assert "ok" in text
+    assert isinstance(decode(b"<p>x</p>", "text/html; charset=no-such-codec"), str)
+
+
+def test_binary_bodies_are_recognized():
+    assert looks_binary(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
+    assert looks_binary(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj")
+    assert looks_binary(bytes(range(32)) * 100)
+    assert not looks_binary(ARTICLE.encode())
+    assert not looks_binary("\ufeff<p>x</p>".encode("utf-16-le"))
+
+
+@pytest.mark.parametrize("extractor", ["trafilatura", "trafilatura-fast", "resiliparse", "plain"])
+def test_every_extractor_finds_the_article_and_drops_scripts(extractor):
+    text = main_text(ARTICLE.encode(), extractor)
+    assert "harbour of the old town was reopened" in text
+    assert "hidden" not in text and "color:red" not in text
+
+
+def test_plain_keeps_boilerplate_but_trafilatura_drops_it():
+    assert "Copyright 2026" in main_text(ARTICLE, "plain")
+    assert "Copyright 2026" not in main_text(ARTICLE, "trafilatura")
+
+
+def test_text_extractor_passes_text_through():
+    assert main_text("just some text", "text") == "just some text"
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (b"", "empty"),
+        (b"  \n\t ", "empty"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "binary"),
+        (b"%PDF-1.4\n1 0 obj << /Type /Catalog >>", "binary"),
+        (b"<html><body><script>var a = 1;</script></body></html>", "no_text"),
+    ],
+)
+def test_pages_without_text_are_skipped_with_a_reason(body, reason):
+    with pytest.raises(SkipPage) as info:
+        main_text(body, "trafilatura")
+    assert info.value.reason == reason
+
+
+def test_huge_page_is_skipped_before_parsing():
+    huge = b"<html><body>" + b"<p>word word word</p>" * 1_000_000 + b"</body></html>"
+    assert len(huge) > 20_000_000
+    with pytest.raises(SkipPage) as info:
+        main_text(huge, "trafilatura", max_body=5_000_000)
+    assert info.value.reason == "too_large"
+
+
+def test_truncated_html_still_extracts():
+    truncated = ARTICLE.encode()[: len(ARTICLE) // 2]
+    assert "harbour" in main_text(truncated, "plain")
+
+
+def test_failing_extractor_becomes_a_skip(monkeypatch):
+    def broken(html):
+        raise RuntimeError("parser exploded")
+
+    monkeypatch.setitem(EXTRACTOR_FUNCS, "plain", broken)
+    with pytest.raises(SkipPage) as info:
+        main_text(ARTICLE, "plain")
+    assert info.value.reason == "extraction_failed"
+    assert "parser exploded" in info.value.detail
+
+
+def test_missing_resiliparse_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "resiliparse.extract.html2text", None)
+    with pytest.raises(MissingExtraError) as info:
+        main_text(ARTICLE, "resiliparse")
+    assert "scrapy-neardup[fast]" in str(info.value)
+
+
+def test_normalize_folds_case_width_and_punctuation():
+    assert normalize("Ｈｅｌｌｏ,   WORLD!!  l'été — ﬁne") == "hello world l été fine"
+
+
+def test_tokenize_words_and_cjk_characters():
+    assert tokenize(normalize("Duplicate detection: 近似复制检测 and カタカナ 2026")) == [
+        "duplicate", "detection", "近", "似", "复", "制", "检", "测", "and", "カ", "タ", "カ", "ナ", "2026",
+    ]  # fmt: skip
+
+
+def test_split_sentences_latin_and_cjk():
+    assert split_sentences("One two. Three four! Five\nsix") == ["One two.", "Three four!", "Five", "six"]
+    assert split_sentences("第一句。第二句！") == ["第一句。", "第二句！"]
+
+
+@pytest.mark.parametrize(
+    ("text", "language"),
+    [
+        ("The committee has said that the report was published and the findings are clear.", "en"),
+        (
+            "Die Kommission hat gesagt, dass der Bericht veröffentlicht wurde und die Ergebnisse klar sind.",
+            "de",
+        ),
+        ("La commission a dit que le rapport est publié et que les résultats sont clairs pour tous.", "fr"),
+        (
+            "La comisión ha dicho que el informe fue publicado y que los resultados son claros para todos.",
+            "es",
+        ),
+        ("近似复制检测是搜索引擎的重要技术，它可以发现内容相同的网页。", "zh"),
+        ("これは重複検出のテストです。ウェブページの内容を比べます。", "ja"),
+        ("12345 67890", "und"),
+    ],
+)
+def test_detect_language(text, language):
+    assert detect_language(tokenize(normalize(text)), LANGUAGE_VOTES) == language
+
+
+def test_real_chinese_articles_are_chinese(zh_texts):
+    for text in zh_texts:
+        assert detect_language(tokenize(normalize(text)), LANGUAGE_VOTES) == "zh"
+
+
+def test_trafilatura_text_matches_the_ground_truth_length(aeb_pages, aeb_truth):
+    """Over the real pages the extracted article is about as long as the labelled one."""
+    ratios = []
+    for key, body in list(aeb_pages.items())[:40]:
+        truth = len(tokenize(normalize(aeb_truth[key]["articleBody"])))
+        ratios.append(len(tokenize(normalize(main_text(body, "trafilatura")))) / max(truth, 1))
+    ratios.sort()
+    assert 0.8 <= ratios[len(ratios) // 2] <= 1.25

@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from scrapy_neardup import DedupConfig, Fingerprint
+from scrapy_neardup.signatures.spotsigs import SpotSet
+from scrapy_neardup.verify import compare
+
+
+def spots(*values: int) -> SpotSet:
+    hashes, counts = np.unique(np.array(values, dtype=np.uint64), return_counts=True)
+    return SpotSet(hashes, counts.astype(np.uint32))
+
+
+BASE = Fingerprint(token_count=100, language="en", exact=1, spots=spots(1, 2, 3, 4), simhash=0b1011)
+
+
+def test_identical_pages_are_decided_by_the_most_precise_method():
+    result = compare(BASE, BASE, DedupConfig())
+    assert result.duplicate and result.method == "exact" and result.similarity == 1.0
+
+
+def test_simhash_match_needs_spotsigs_confirmation():
+    near_simhash = dataclasses.replace(BASE, exact=2, simhash=0b1000, spots=spots(7, 8, 9, 10))
+    config = DedupConfig(methods=("simhash",))
+    rejected = compare(BASE, near_simhash, config)
+    assert not rejected.duplicate
+    assert rejected.results["simhash"].raw == 2
+    accepted = compare(BASE, near_simhash, DedupConfig(methods=("simhash",), simhash_confirm=0))
+    assert accepted.duplicate and accepted.method == "simhash"
+
+
+def test_only_configured_methods_decide():
+    variant = dataclasses.replace(BASE, exact=2, spots=spots(1, 2, 3, 5), simhash=(1 << 40) - 1)
+    assert compare(BASE, variant, DedupConfig(methods=("exact",))).duplicate is False
+    result = compare(BASE, variant, DedupConfig(methods=("exact", "spotsigs"), spotsigs_threshold=0.6))
+    assert result.duplicate and result.method == "spotsigs"
+    assert result.similarity == 3 / 5
+
+
+def test_methods_without_signatures_are_left_out():
+    result = compare(BASE, BASE, DedupConfig())
+    assert set(result.results) == {"exact", "spotsigs", "simhash"}
