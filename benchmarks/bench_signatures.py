@@ -48,7 +48,7 @@ from scrapy_neardup.exceptions import SkipPage
 from scrapy_neardup.fingerprint import fingerprint
 from scrapy_neardup.signatures import exact, imatch, ksentence, minhash, shingles, simhash, spotsigs
 from scrapy_neardup.signatures._hashing import token_hashes
-from scrapy_neardup.text import decode, detect_language, main_text, normalize, split_sentences, tokenize
+from scrapy_neardup.text import decode, detect_language, main_text, split_sentences, tokenize
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "aeb"
 EXTRACTORS = ("trafilatura", "trafilatura-fast", "resiliparse", "plain")
@@ -84,7 +84,7 @@ class Page:
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self.tokens = tokenize(normalize(text))
+        self.tokens = tokenize(text)
         self.hashes = token_hashes(self.tokens)
         self.lang = detect_language(self.tokens, spotsigs.LANGUAGE_VOTES)
         self.stopwords = spotsigs.ANTECEDENTS.get(self.lang, frozenset()) | spotsigs.STOPWORDS.get(
@@ -101,7 +101,7 @@ def extract_or_none(body: bytes, extractor: str) -> str | None:
 
 def core(text: str) -> tuple[object, ...]:
     """SpotSigs + SimHash + exact from text: the default methods' signature path."""
-    tokens = tokenize(normalize(text))
+    tokens = tokenize(text)
     lang = detect_language(tokens, spotsigs.LANGUAGE_VOTES)
     h = token_hashes(tokens)
     return (
@@ -168,7 +168,7 @@ def main() -> int:
     n_tokens = [len(p.tokens) for p in pages]
     votes = spotsigs.LANGUAGE_VOTES
     steps: list[tuple[str, str, Callable[[Page], object], str]] = [
-        ("tokenize", "normalize + tokenize", lambda p: tokenize(normalize(p.text)), ""),
+        ("tokenize", "tokenize (NFKC, casefold, split)", lambda p: tokenize(p.text), ""),
         ("language", "detect_language", lambda p: detect_language(p.tokens, votes), ""),
         ("hashes", "token_hashes (xxh3 per token)", lambda p: token_hashes(p.tokens), ""),
         (
@@ -189,8 +189,8 @@ def main() -> int:
         (
             "ksentence",
             "K longest sentences (k=3)",
-            lambda p: ksentence.ksentence_hash([tokenize(normalize(s)) for s in split_sentences(p.text)], 3),
-            "from text: split, normalize, tokenize",
+            lambda p: ksentence.ksentence_hash([tokenize(s) for s in split_sentences(p.text)], 3),
+            "from text: split, tokenize each sentence",
         ),
         (
             "imatch",
@@ -204,7 +204,7 @@ def main() -> int:
             "core",
             "**core: SpotSigs + SimHash + exact, from text**",
             lambda p: core(p.text),
-            f"normalize, tokenize, language, hashes, 3 signatures; target <= {CORE_TARGET_MS:g} ms",
+            f"tokenize, language, hashes, 3 signatures; target <= {CORE_TARGET_MS:g} ms",
         ),
         (
             "fingerprint",
@@ -245,8 +245,8 @@ def main() -> int:
         ),
         (
             "ours_simhash_text",
-            "ours from text: normalize + tokenize + token_hashes + SimHash",
-            lambda p: simhash.simhash(token_hashes(tokenize(normalize(p.text))), 3),
+            "ours from text: tokenize + token_hashes + SimHash",
+            lambda p: simhash.simhash(token_hashes(tokenize(p.text)), 3),
             "",
         ),
         (

@@ -164,9 +164,7 @@ def comparison_table(paths: tuple[str, str], fps: tuple[Fingerprint, Fingerprint
     if result.duplicate:
         lines.append(f"Verdict: NEAR-DUPLICATES, by {result.method} (methods in use, marked *: {in_use}).")
     else:
-        lines.append(
-            f"Verdict: distinct (no method in use says otherwise; methods in use, marked *: {in_use})."
-        )
+        lines.append(f"Verdict: distinct (no method in use, marked *, calls them near-duplicates: {in_use}).")
     return "\n".join(lines)
 
 

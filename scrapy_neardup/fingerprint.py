@@ -21,7 +21,7 @@ from .signatures.minhash import band_keys, minhash
 from .signatures.shingles import super_shingles
 from .signatures.simhash import simhash
 from .signatures.spotsigs import ANTECEDENTS, LANGUAGE_VOTES, STOPWORDS, SpotSet, spot_signatures
-from .text import detect_language, main_text, normalize, split_sentences, tokenize
+from .text import detect_language, main_text, split_sentences, tokenize
 
 _EMPTY_SPOTS = SpotSet(np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.uint32))
 
@@ -78,7 +78,7 @@ def fingerprint(
         text = main_text(body, config.extractor, content_type, config.max_body)
     except SkipPage as skip:
         return Fingerprint(skip_reason=skip.reason, skip_detail=skip.detail, raw_hash=body_hash)
-    tokens = tokenize(normalize(text))
+    tokens = tokenize(text)
     language = detect_language(tokens, LANGUAGE_VOTES) if config.language == "auto" else config.language
     if len(tokens) < max(1, config.min_tokens):
         return Fingerprint(
@@ -109,7 +109,7 @@ def fingerprint(
         )
         values["imatch"] = imatch_signatures(lexicon, config.imatch_lexicons, config.imatch_drop)
     if "ksentence" in wanted:
-        sentences = [tokenize(normalize(s)) for s in split_sentences(text)]
+        sentences = [tokenize(s) for s in split_sentences(text)]
         values["ksentence"] = ksentence_hash(sentences, config.ksentence_k)
     return Fingerprint(
         raw_hash=body_hash,

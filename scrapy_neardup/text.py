@@ -47,7 +47,12 @@ def looks_binary(body: bytes) -> bool:
 
 
 def _sniff_encoding(body: bytes) -> str | None:
-    """Last-resort guess for bodies that declare no charset (charset-normalizer on the first 64 KiB)."""
+    """Guess for bodies that declare no charset: UTF-8 if it decodes, else charset-normalizer's guess."""
+    try:
+        body.decode("utf-8")
+        return "utf-8"
+    except UnicodeDecodeError:
+        pass
     try:
         from charset_normalizer import from_bytes
     except ImportError:  # pragma: no cover - trafilatura depends on it
@@ -158,9 +163,13 @@ def normalize(text: str) -> str:
     return " ".join(_NOT_WORD.sub(" ", text).split())
 
 
-def tokenize(normalized: str) -> list[str]:
-    """Words for space-separated scripts; one token per character for Chinese and Japanese."""
-    return _TOKEN.findall(normalized)
+def tokenize(text: str) -> list[str]:
+    """Folded tokens (NFKC, casefold): words for space-separated scripts, one per CJK character.
+
+    Punctuation never forms a token, so ``tokenize(text) == tokenize(normalize(text))``
+    without paying for ``normalize``'s substitutions.
+    """
+    return _TOKEN.findall(unicodedata.normalize("NFKC", text).casefold())
 
 
 def split_sentences(text: str) -> list[str]:

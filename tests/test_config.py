@@ -47,7 +47,6 @@ def test_from_settings_accepts_a_plain_dict_and_list_values():
         ("NEARDUP_SPOTSIGS_SPECS", "1-2", "d:c"),
         ("NEARDUP_MINHASH_BANDS", "500", "between 1 and minhash_perm"),
         ("NEARDUP_LANGUAGE", "xx", "unknown language"),
-        ("NEARDUP_SCOPE", "planet", "unknown scope"),
         ("NEARDUP_MAX_BODY", "10", "at least 1024"),
         ("NEARDUP_IMATCH_IDF_HIGH", "0.1", "at least imatch_idf_low"),
     ],
