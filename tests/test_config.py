@@ -79,3 +79,12 @@ def test_auto_lsh_params_put_the_s_curve_at_the_threshold():
         assert bands * rows <= 128
         assert collision_probability(threshold + 0.1, bands, rows) > 0.8
         assert collision_probability(threshold - 0.3, bands, rows) < 0.2
+
+
+def test_readme_documents_every_setting():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    for name, _, _ in DedupConfig.docs():
+        assert f"`NEARDUP_{name.upper()}`" in readme
+        assert f"`--{name.replace('_', '-')}`" in readme
