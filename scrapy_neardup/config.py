@@ -19,6 +19,7 @@ from .signatures.spotsigs import ANTECEDENTS
 METHODS = ("exact", "spotsigs", "simhash", "minhash", "shingles", "imatch", "ksentence")
 EXTRACTORS = ("trafilatura", "trafilatura-fast", "resiliparse", "plain", "text")
 LANGUAGES = ("auto", *sorted(ANTECEDENTS))
+SCOPES = ("global", "domain", "host")
 
 
 def _parse_bool(value: Any) -> bool:
@@ -140,6 +141,11 @@ class DedupConfig:
     imatch_lexicons: int = knob(4, _parse_int, "extra randomized I-Match lexicons (Kolcz et al.)")
     imatch_drop: float = knob(0.33, _parse_float, "share of terms each randomized lexicon leaves out")
     ksentence_k: int = knob(3, _parse_int, "sentences hashed by the K-longest-sentences method")
+    scope: str = knob(
+        "global",
+        _parse_str,
+        "pages match only within the same: global (all), domain (registered domain), host",
+    )
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -199,6 +205,8 @@ def _check(name: str, value: Any, config: DedupConfig) -> str | None:
             return f"unknown method(s) {unknown or value!r}; choose from {', '.join(METHODS)}"
     elif name == "extractor" and value not in EXTRACTORS:
         return f"unknown extractor {value!r}; choose from {', '.join(EXTRACTORS)}"
+    elif name == "scope" and value not in SCOPES:
+        return f"unknown scope {value!r}; choose from {', '.join(SCOPES)}"
     elif name == "language" and value not in LANGUAGES:
         return f"unknown language {value!r}; choose from {', '.join(LANGUAGES)}"
     elif name in fraction and not (0.0 < value <= 1.0 or (name == "imatch_idf_low" and value == 0.0)):

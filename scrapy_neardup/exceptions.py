@@ -34,3 +34,11 @@ class SkipPage(NearDupError):
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason
         self.detail = detail
+
+
+class IndexFileError(NearDupError):
+    """An index file that cannot be opened, created or trusted; the message names the file."""
+
+    def __init__(self, path: object, problem: str) -> None:
+        super().__init__(f"index {path}: {problem}")
+        self.path = path

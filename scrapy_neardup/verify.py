@@ -79,7 +79,13 @@ def method_result(method: str, a: Fingerprint, b: Fingerprint, config: DedupConf
             return None
         sim = minhash_similarity(a.minhash, b.minhash)
         t = config.minhash_threshold
-        return MethodResult(method, sim, sim, f"{sim:.3f} est. Jaccard", f">= {t:.2f}", sim >= t)
+        # MinHash *with LSH banding*: a pair that shares no band is never a candidate, so it is
+        # never a match either; an index then finds exactly what a pairwise check would.
+        banded = not (a.minhash_bands and b.minhash_bands) or bool(
+            set(a.minhash_bands) & set(b.minhash_bands)
+        )
+        threshold = f">= {t:.2f}, a shared LSH band"
+        return MethodResult(method, sim, sim, f"{sim:.3f} est. Jaccard", threshold, sim >= t and banded)
     if method == "shingles":
         if a.super_shingles is None or b.super_shingles is None:
             return None

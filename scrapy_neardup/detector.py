@@ -1,0 +1,56 @@
+"""Detector: fingerprint -> candidates -> verify -> Verdict, the one place that decides.
+
+The Scrapy middleware and pipeline, the offline scan and the tests all hold a Detector;
+none of them computes a signature or queries an index itself.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .config import DedupConfig
+from .fingerprint import Fingerprint, fingerprint
+from .index import Index, SQLiteIndex, Verdict
+from .scope import scope_key
+
+
+class Detector:
+    """Judges pages against an index with one configuration."""
+
+    def __init__(self, config: DedupConfig, index: Index) -> None:
+        self.config = config
+        self.index = index
+
+    @classmethod
+    def open(cls, path: str | Path, config: DedupConfig | None = None) -> Detector:
+        """A Detector over the SQLite index file at ``path`` (created when missing)."""
+        config = config or DedupConfig()
+        return cls(config, SQLiteIndex(path, config))
+
+    def fingerprint(self, body: bytes | str, content_type: str | None = None) -> Fingerprint:
+        """The page's fingerprint with the signatures this configuration needs."""
+        return fingerprint(body, self.config, content_type=content_type)
+
+    def check(
+        self,
+        url: str,
+        body: bytes | str | None = None,
+        *,
+        content_type: str | None = None,
+        fp: Fingerprint | None = None,
+    ) -> Verdict:
+        """Judge and record one page; pass ``fp`` when it was fingerprinted elsewhere (a worker)."""
+        if fp is None:
+            if body is None:
+                raise TypeError("check() needs the page body or its fingerprint")
+            fp = self.fingerprint(body, content_type)
+        return self.index.check_and_add(url, fp, scope_key(url, self.config.scope))
+
+    def close(self) -> None:
+        self.index.close()
+
+    def __enter__(self) -> Detector:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
