@@ -1,0 +1,246 @@
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+import os
+import random
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scrapy_neardup import DedupConfig, fingerprint
+from scrapy_neardup.config import METHODS
+from scrapy_neardup.detector import Detector
+from scrapy_neardup.exceptions import IndexFileError
+from scrapy_neardup.index import SQLiteIndex
+from scrapy_neardup.index.pruning import partition_bounds, partition_of, partitions_covering
+from scrapy_neardup.scope import scope_key
+from scrapy_neardup.verify import DECISION_ORDER, compare
+
+FUNCTION = ["the", "a", "an", "is", "was", "are", "were", "has", "have", "had", "can", "will", "would", "do"]
+CONTENT = [f"word{i}" for i in range(60)]
+
+
+def brute_force(config: DedupConfig, pages: list[tuple[str, str]]) -> list[tuple[bool, int | None]]:
+    """Expected verdicts: each page against every admitted earlier page of its scope, pair by pair."""
+    admitted: list[tuple[int, str, object]] = []
+    expected = []
+    for doc_id, (url, text) in enumerate(pages, start=1):
+        fp = fingerprint(text, config)
+        if not fp.judged:
+            expected.append((False, None))
+            continue
+        scope = scope_key(url, config.scope)
+        best = None
+        for other_id, other_scope, other in admitted:
+            if other_scope != scope:
+                continue
+            result = compare(fp, other, config, index_methods(config))
+            if result.duplicate:
+                rank = (DECISION_ORDER.index(result.method), -(result.similarity or 0.0), other_id)
+                best = min(best, rank) if best else rank
+        if best is None:
+            admitted.append((doc_id, scope, fp))
+        expected.append((best is not None, best[2] if best else None))
+    return expected
+
+
+def index_methods(config: DedupConfig) -> tuple[str, ...]:
+    needed = set(config.methods) | ({"spotsigs"} if "simhash" in config.methods else set())
+    return tuple(m for m in DECISION_ORDER if m in needed)
+
+
+def run_index(path: Path, config: DedupConfig, pages: list[tuple[str, str]]) -> list[tuple[bool, int | None]]:
+    with Detector.open(path, config) as detector:
+        return [(v.duplicate, v.duplicate_of) for v in (detector.check(url, text) for url, text in pages)]
+
+
+@st.composite
+def corpora(draw):
+    """Documents over a small vocabulary, many of them edited copies of earlier ones."""
+    rng = random.Random(draw(st.integers(0, 2**32)))
+    docs: list[list[str]] = []
+    pages = []
+    for _ in range(draw(st.integers(2, 14))):
+        if docs and rng.random() < 0.6:
+            words = list(rng.choice(docs))
+            for _ in range(int(len(words) * rng.choice([0.0, 0.02, 0.05, 0.1, 0.3]))):
+                words[rng.randrange(len(words))] = rng.choice(CONTENT + FUNCTION)
+            if rng.random() < 0.3:
+                words = words[: int(len(words) * rng.uniform(0.6, 1.0))]
+        else:
+            words = [
+                rng.choice(FUNCTION if rng.random() < 0.35 else CONTENT) for _ in range(rng.randint(20, 160))
+            ]
+        docs.append(words)
+        pages.append((f"http://h{rng.randint(0, 2)}.example/{len(pages)}", " ".join(words)))
+    return pages
+
+
+@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    corpora(),
+    st.sampled_from([("spotsigs",), ("exact", "spotsigs", "simhash"), METHODS, ("minhash", "shingles")]),
+    st.sampled_from([0.3, 0.5, 0.7, 0.9]),
+    st.sampled_from(["global", "host"]),
+)
+def test_index_finds_exactly_what_brute_force_finds(tmp_path_factory, pages, methods, tau, scope):
+    config = DedupConfig(
+        extractor="text", min_tokens=5, methods=methods, spotsigs_threshold=tau, scope=scope,
+        minhash_threshold=tau, simhash_distance=6,
+    )  # fmt: skip
+    path = tmp_path_factory.mktemp("idx") / "index.db"
+    assert run_index(path, config, pages) == brute_force(config, pages)
+
+
+def test_real_pages_index_equals_brute_force(tmp_path, aeb_pages):
+    config = DedupConfig(methods=METHODS, extractor="plain", spotsigs_threshold=0.4)
+    rng = random.Random(11)
+    pages = []
+    for i, body in enumerate(list(aeb_pages.values())[:25]):
+        text = fingerprint(body, config).text
+        pages.append((f"http://site{i % 3}.example/{i}", text))
+        words = text.split()
+        for _ in range(len(words) // 20):
+            words[rng.randrange(len(words))] = "edited"
+        pages.append((f"http://copy.example/{i}", " ".join(words)))
+    text_config = DedupConfig(methods=METHODS, extractor="text", spotsigs_threshold=0.4)
+    found = run_index(tmp_path / "real.db", text_config, pages)
+    assert found == brute_force(text_config, pages)
+    assert sum(dup for dup, _ in found) >= 20
+
+
+def test_partitions_follow_the_paper():
+    assert partition_bounds(0.5)[:6] == (1, 2, 4, 8, 16, 32)
+    assert partition_bounds(0.8)[:6] == (1, 2, 3, 4, 5, 7)
+    for tau in (0.3, 0.5, 0.8):
+        bounds = partition_bounds(tau)
+        for low, high in itertools.pairwise(bounds):
+            assert high - low >= (1 - tau) * high - 1e-9
+        for size in range(1, 300):
+            covering = partitions_covering(size, tau)
+            for other in range(1, 1000):
+                if tau * size <= other <= size / tau:
+                    assert partition_of(other, tau) in covering
+
+
+def test_reopening_gives_the_same_answers(tmp_path, aeb_pages):
+    bodies = list(aeb_pages.values())[:6]
+    path = tmp_path / "reopen.db"
+    with Detector.open(path) as detector:
+        for i, body in enumerate(bodies):
+            assert not detector.check(f"http://a.example/{i}", body).duplicate
+    with Detector.open(path) as detector:
+        verdict = detector.check("http://b.example/copy", bodies[2])
+        assert verdict.duplicate and verdict.duplicate_of_url == "http://a.example/2"
+        stats = detector.index.stats()
+    assert stats["documents"] == 7 and stats["duplicates"] == 1
+
+
+def test_every_page_is_recorded_including_skips_and_duplicates(tmp_path, aeb_pages):
+    body = next(iter(aeb_pages.values()))
+    with Detector.open(tmp_path / "all.db") as detector:
+        detector.check("http://a.example/1", body)
+        detector.check("http://a.example/2", body)
+        skipped = detector.check("http://a.example/img", b"\x89PNG\r\n\x1a\n....")
+        assert skipped.skip_reason == "binary" and not skipped.duplicate
+        records = list(detector.index.documents())
+        edges = list(detector.index.duplicate_edges())
+    assert [r["status"] for r in records] == ["unique", "duplicate", "skipped"]
+    assert edges == [(2, 1, 1.0, "exact")]
+    assert records[2]["skip_reason"] == "binary"
+
+
+def test_scope_domain_uses_registered_domains():
+    assert scope_key("https://news.bbc.co.uk/a", "domain") == "bbc.co.uk"
+    assert scope_key("https://www.bbc.co.uk/b", "domain") == "bbc.co.uk"
+    assert scope_key("https://news.bbc.co.uk/a", "host") == "news.bbc.co.uk"
+    assert scope_key("https://news.bbc.co.uk/a", "global") == ""
+
+
+def test_files_that_are_not_indexes_fail_clearly(tmp_path):
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"this is not a database at all" * 100)
+    with pytest.raises(IndexFileError, match=r"garbage\.db"):
+        SQLiteIndex(garbage, DedupConfig())
+    other = tmp_path / "other.db"
+    sqlite3.connect(other).execute("CREATE TABLE t (x)").connection.commit()
+    with pytest.raises(IndexFileError, match="not a scrapy-neardup index"):
+        SQLiteIndex(other, DedupConfig())
+    newer = tmp_path / "newer.db"
+    SQLiteIndex(newer, DedupConfig()).close()
+    con = sqlite3.connect(newer)
+    con.execute("PRAGMA user_version = 99")
+    con.close()
+    with pytest.raises(IndexFileError, match="schema version 99"):
+        SQLiteIndex(newer, DedupConfig())
+
+
+def test_changed_threshold_is_refused_with_the_setting_name(tmp_path):
+    SQLiteIndex(tmp_path / "i.db", DedupConfig()).close()
+    with pytest.raises(IndexFileError, match="NEARDUP_SPOTSIGS_THRESHOLD"):
+        SQLiteIndex(tmp_path / "i.db", DedupConfig(spotsigs_threshold=0.7))
+
+
+def test_unwritable_location_fails_clearly(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(IndexFileError, match="cannot"):
+        SQLiteIndex(blocker / "sub" / "i.db", DedupConfig())
+
+
+def _checker(path: str, texts: list[str], out) -> None:
+    config = DedupConfig(extractor="text")
+    with Detector.open(path, config) as detector:
+        out.put(
+            [detector.check(f"http://p{os.getpid()}.example/{i}", t).duplicate for i, t in enumerate(texts)]
+        )
+
+
+def test_two_processes_sharing_a_file_admit_each_page_once(tmp_path, aeb_truth):
+    texts = [v["articleBody"] for v in list(aeb_truth.values())[:30]]
+    path = str(tmp_path / "shared.db")
+    SQLiteIndex(path, DedupConfig(extractor="text")).close()
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_checker, args=(path, texts, out)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    admitted = [sum(not dup for dup in r) for r in results]
+    distinct = len({" ".join(t.split()) for t in texts})
+    assert sum(admitted) == distinct
+    with SQLiteIndex(path, DedupConfig(extractor="text")) as index:
+        assert index.stats()["unique"] == distinct and index.stats()["documents"] == 2 * len(texts)
+
+
+KILL_SCRIPT = """
+import sys, os
+from scrapy_neardup import DedupConfig, fingerprint
+from scrapy_neardup.index import SQLiteIndex
+config = DedupConfig(extractor="text", min_tokens=5)
+index = SQLiteIndex(sys.argv[1], config)
+for i in range(20):
+    index.check_and_add(f"http://c.example/{i}", fingerprint(f"the committed page {i} " * 20, config))
+with index.batch():
+    for i in range(20):
+        index.check_and_add(f"http://b.example/{i}", fingerprint(f"the batched page {i} " * 20, config))
+    os._exit(9)  # killed in the middle of a batch
+"""
+
+
+def test_killed_process_leaves_a_valid_index_with_committed_pages(tmp_path):
+    path = tmp_path / "killed.db"
+    proc = subprocess.run([sys.executable, "-c", KILL_SCRIPT, str(path)], capture_output=True)
+    assert proc.returncode == 9
+    with SQLiteIndex(path, DedupConfig(extractor="text", min_tokens=5)) as index:
+        assert index.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        urls = [r["url"] for r in index.documents()]
+    assert urls == [f"http://c.example/{i}" for i in range(20)]
