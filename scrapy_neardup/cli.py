@@ -1,4 +1,4 @@
-"""The ``scrapy-neardup`` command line: ``compare`` two saved pages method by method.
+"""The ``scrapy-neardup`` command line: ``compare`` two pages, ``scan`` saved pages, ``report`` an index.
 
 Errors a user can fix (a missing file, a bad flag, a missing extra) print one line
 naming the thing to fix and exit with status 2; there is no traceback for them.
@@ -8,50 +8,30 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import gzip
+import itertools
 import json
+import multiprocessing
+import os
 import sys
-import zlib
 from pathlib import Path
 from typing import Any
 
 from . import __version__
 from .config import METHODS, DedupConfig
+from .detector import Detector
 from .exceptions import InputError, NearDupError
 from .fingerprint import Fingerprint, fingerprint
+from .index import SQLiteIndex
+from .report.json_report import json_report
+from .sources import Page, read_page_file, read_pages
 from .verify import DECISION_ORDER, Comparison, compare
-
-HTML_SUFFIXES = (".html", ".htm", ".xhtml")
-TEXT_SUFFIXES = (".txt",)
-
-
-def read_page(path: str | Path) -> tuple[bytes, bool]:
-    """A saved page's bytes and whether it is plain text (.txt) rather than HTML; .gz is unpacked."""
-    path = Path(path)
-    name = path.name.lower()
-    packed = name.endswith(".gz")
-    inner = name[:-3] if packed else name
-    if not inner.endswith(HTML_SUFFIXES + TEXT_SUFFIXES):
-        raise InputError(
-            f"{path}: unsupported file type; expected .html, .htm, .xhtml or .txt, optionally .gz"
-        )
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read it ({exc.strerror or exc})") from None
-    if packed:
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise InputError(f"{path}: not a valid gzip file ({exc})") from None
-    return data, inner.endswith(TEXT_SUFFIXES)
 
 
 def fingerprint_file(path: str, config: DedupConfig) -> Fingerprint:
     """Fingerprint a saved page with every method, so ``compare`` can show them all."""
-    data, is_text = read_page(path)
-    page_config = dataclasses.replace(config, extractor="text") if is_text else config
-    return fingerprint(data, page_config, methods=frozenset(METHODS))
+    page = read_page_file(path, path)
+    page_config = dataclasses.replace(config, extractor="text") if page.is_text else config
+    return fingerprint(page.body, page_config, methods=frozenset(METHODS))
 
 
 def _add_config_flags(parser: argparse.ArgumentParser) -> None:
@@ -86,6 +66,37 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     _add_config_flags(cmp)
     cmp.set_defaults(run=run_compare)
+
+    scan = commands.add_parser(
+        "scan",
+        help="judge saved pages against an index",
+        description="Judge saved pages with the same detection a crawl uses, recording every verdict in "
+        "the index. PATH is an .html/.htm/.xhtml/.txt file (optionally .gz), a folder of them, a JSON-lines "
+        "feed (.jl, .jsonl) or a WARC file (.warc, .warc.gz). Pages already read from the same file, line "
+        "or record are skipped, so an interrupted scan resumes where it stopped.",
+    )
+    scan.add_argument("paths", nargs="+", metavar="PATH", help="files or folders to scan")
+    scan.add_argument("--db", required=True, help="the index file (created when missing)")
+    scan.add_argument(
+        "--field", help="the JSON-lines field holding the page (default: html, body, text, content)"
+    )
+    scan.add_argument(
+        "--workers",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="fingerprinting processes (default: all cores; 0: none)",
+    )
+    scan.add_argument("--batch", type=int, default=256, help="pages per committed transaction (default: 256)")
+    _add_config_flags(scan)
+    scan.set_defaults(run=run_scan)
+
+    report = commands.add_parser(
+        "report", help="write the duplicate report of an index", description="Write the duplicate report."
+    )
+    report.add_argument("--db", required=True, help="the index file")
+    report.add_argument("--format", choices=["json"], default="json", help="report format (default: json)")
+    report.add_argument("-o", "--output", help="write here instead of standard output")
+    report.set_defaults(run=run_report)
     return parser
 
 
@@ -169,8 +180,7 @@ def comparison_table(paths: tuple[str, str], fps: tuple[Fingerprint, Fingerprint
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    options = {name: getattr(args, name) for name, _, _ in DedupConfig.docs()}
-    config = DedupConfig.from_options(options)
+    config = _options(args)
     paths = (args.a, args.b)
     fps = (fingerprint_file(args.a, config), fingerprint_file(args.b, config))
     result = compare(*fps, config) if all(fp.judged for fp in fps) else None
@@ -178,6 +188,81 @@ def run_compare(args: argparse.Namespace) -> int:
         print(json.dumps(comparison_json(paths, fps, result, config), indent=2))
     else:
         print(comparison_table(paths, fps, result, config))
+    return 0
+
+
+def _options(args: argparse.Namespace) -> DedupConfig:
+    return DedupConfig.from_options({name: getattr(args, name) for name, _, _ in DedupConfig.docs()})
+
+
+_WORKER_CONFIG: list[DedupConfig] = []
+
+
+def _init_worker(config: DedupConfig) -> None:
+    _WORKER_CONFIG[:] = [config]
+
+
+def _fingerprint_page(page: Page) -> Fingerprint:
+    config = _WORKER_CONFIG[0]
+    if page.is_text:
+        config = dataclasses.replace(config, extractor="text")
+    return fingerprint(page.body, config, content_type=page.content_type)
+
+
+def run_scan(args: argparse.Namespace) -> int:
+    if args.batch < 1:
+        raise InputError(f"--batch: must be at least 1, got {args.batch}")
+    config = _options(args)
+    counts = {"scanned": 0, "duplicates": 0, "skipped": 0, "already": 0}
+    progress = sys.stderr.isatty()
+    pool = (
+        multiprocessing.get_context("spawn").Pool(args.workers, _init_worker, (config,))
+        if args.workers > 0
+        else None
+    )
+    _init_worker(config)
+    try:
+        with Detector.open(args.db, config) as detector:
+            pages = (page for path in args.paths for page in read_pages(path, args.field))
+            while chunk := list(itertools.islice(pages, args.batch)):
+                fresh = [p for p in chunk if not detector.index.contains_source(p.source)]
+                counts["already"] += len(chunk) - len(fresh)
+                fps = (
+                    pool.map(_fingerprint_page, fresh, chunksize=8) if pool else map(_fingerprint_page, fresh)
+                )
+                with detector.index.batch():
+                    for page, fp in zip(fresh, fps, strict=True):
+                        verdict = detector.check(page.url, fp=fp, source=page.source)
+                        counts["scanned"] += 1
+                        counts["duplicates"] += verdict.duplicate
+                        counts["skipped"] += not verdict.judged
+                if progress:
+                    print(f"\rscanned {counts['scanned']} pages, {counts['duplicates']} duplicates",
+                          end="", file=sys.stderr, flush=True)  # fmt: skip
+            report = json_report(detector.index)
+    finally:
+        if pool:
+            pool.terminate()
+    if progress:
+        print(file=sys.stderr)
+    print(
+        f"scanned {counts['scanned']} pages ({counts['already']} already in the index): "
+        f"{counts['duplicates']} duplicates, {counts['skipped']} not judged.\n"
+        f"index {args.db}: {report['documents']} documents, {report['duplicates']} duplicates, "
+        f"{len(report['clusters'])} clusters."
+    )
+    return 0
+
+
+def run_report(args: argparse.Namespace) -> int:
+    if not Path(args.db).exists():
+        raise InputError(f"{args.db}: no such index file")
+    with SQLiteIndex.open_existing(args.db) as index:
+        text = json.dumps(json_report(index), indent=2, ensure_ascii=False)
+    if args.output:
+        Path(args.output).write_text(text + "\n", encoding="utf-8")
+    else:
+        print(text)
     return 0
 
 

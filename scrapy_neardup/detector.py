@@ -38,13 +38,17 @@ class Detector:
         *,
         content_type: str | None = None,
         fp: Fingerprint | None = None,
+        source: str | None = None,
     ) -> Verdict:
-        """Judge and record one page; pass ``fp`` when it was fingerprinted elsewhere (a worker)."""
+        """Judge and record one page; pass ``fp`` when it was fingerprinted elsewhere (a worker).
+
+        ``source`` says where an offline page was read, so a resumed scan can skip it.
+        """
         if fp is None:
             if body is None:
                 raise TypeError("check() needs the page body or its fingerprint")
             fp = self.fingerprint(body, content_type)
-        return self.index.check_and_add(url, fp, scope_key(url, self.config.scope))
+        return self.index.check_and_add(url, fp, scope_key(url, self.config.scope), source)
 
     def close(self) -> None:
         self.index.close()

@@ -41,7 +41,7 @@ APPLICATION = "scrapy-neardup"
 
 # The knobs whose change makes stored signatures or postings incomparable.
 SHAPING_KNOBS = (
-    "spotsigs_threshold", "spotsigs_specs", "simhash_distance", "simhash_shingle", "minhash_perm",
+    "methods", "spotsigs_threshold", "spotsigs_specs", "simhash_distance", "simhash_shingle", "minhash_perm",
     "minhash_shingle", "minhash_bands", "minhash_threshold", "shingles_size", "imatch_lexicons",
     "imatch_drop", "ksentence_k", "language",
 )  # fmt: skip
@@ -57,6 +57,7 @@ CREATE TABLE IF NOT EXISTS scopes (id INTEGER PRIMARY KEY, name TEXT NOT NULL UN
 CREATE TABLE IF NOT EXISTS documents (
     id INTEGER PRIMARY KEY,
     url TEXT NOT NULL,
+    source TEXT,
     scope INTEGER NOT NULL REFERENCES scopes(id),
     seen_at REAL NOT NULL,
     status TEXT NOT NULL CHECK (status IN ('unique', 'duplicate', 'skipped')),
@@ -78,6 +79,7 @@ CREATE TABLE IF NOT EXISTS documents (
     ksentence INTEGER
 );
 CREATE INDEX IF NOT EXISTS documents_url ON documents(url);
+CREATE INDEX IF NOT EXISTS documents_source ON documents(source) WHERE source IS NOT NULL;
 CREATE INDEX IF NOT EXISTS documents_duplicate_of ON documents(duplicate_of) WHERE duplicate_of IS NOT NULL;
 CREATE TABLE IF NOT EXISTS spot_postings (
     scope INTEGER NOT NULL, part INTEGER NOT NULL, spot INTEGER NOT NULL, doc INTEGER NOT NULL,
@@ -132,6 +134,22 @@ class SQLiteIndex:
             raise IndexFileError(self.path, f"cannot be used as an index ({exc})") from None
         except OSError as exc:
             raise IndexFileError(self.path, f"cannot be created ({exc.strerror or exc})") from None
+
+    @classmethod
+    def open_existing(cls, path: str | Path) -> SQLiteIndex:
+        """Open an index with the settings it was built with (for reports and stats)."""
+        try:
+            con = sqlite3.connect(f"file:{Path(path)}?mode=ro", uri=True)
+            try:
+                row = con.execute("SELECT value FROM meta WHERE key = 'config'").fetchone()
+            finally:
+                con.close()
+        except sqlite3.Error as exc:
+            raise IndexFileError(path, f"is not a scrapy-neardup index ({exc})") from None
+        if row is None:
+            raise IndexFileError(path, "is not a scrapy-neardup index")
+        stored = json.loads(row[0])
+        return cls(path, DedupConfig.from_options({k: v for k, v in stored.items() if k in SHAPING_KNOBS}))
 
     # --- opening --------------------------------------------------------------------------
 
@@ -216,21 +234,21 @@ class SQLiteIndex:
 
     # --- the one public decision ----------------------------------------------------------
 
-    def check_and_add(self, url: str, fp: Fingerprint, scope: str = "") -> Verdict:
+    def check_and_add(self, url: str, fp: Fingerprint, scope: str = "", source: str | None = None) -> Verdict:
         """Find the best earlier match of ``fp`` in its scope and record the page, atomically.
 
         A page not judged is recorded as skipped; a duplicate is recorded with what it
         duplicates; any other page is admitted and becomes findable.
         """
-        return self._write(lambda: self._check_and_add(url, fp, scope))
+        return self._write(lambda: self._check_and_add(url, fp, scope, source))
 
-    def add(self, url: str, fp: Fingerprint, scope: str = "") -> Verdict:
+    def add(self, url: str, fp: Fingerprint, scope: str = "", source: str | None = None) -> Verdict:
         """Admit a page without checking it (an import of pages known to be distinct)."""
-        return self._write(lambda: self._record(url, fp, scope, None))
+        return self._write(lambda: self._record(url, fp, scope, None, source))
 
-    def _check_and_add(self, url: str, fp: Fingerprint, scope: str) -> Verdict:
+    def _check_and_add(self, url: str, fp: Fingerprint, scope: str, source: str | None) -> Verdict:
         if not fp.judged:
-            return self._record(url, fp, scope, None)
+            return self._record(url, fp, scope, None, source)
         best = None
         for cand_id in sorted(self._candidates(fp, self._scope_id(scope))):
             cand = self._load(cand_id)
@@ -239,7 +257,7 @@ class SQLiteIndex:
                 rank = (DECISION_ORDER.index(result.method), -(result.similarity or 0.0), cand_id)
                 if best is None or rank < best[0]:
                     best = (rank, cand_id, result)
-        return self._record(url, fp, scope, best and (best[1], best[2].similarity, best[2].method))
+        return self._record(url, fp, scope, best and (best[1], best[2].similarity, best[2].method), source)
 
     @property
     def _verify_methods(self) -> tuple[str, ...]:
@@ -302,12 +320,14 @@ class SQLiteIndex:
             self._scope_ids[name] = row[0]
         return self._scope_ids[name]
 
-    def _record(self, url: str, fp: Fingerprint, scope: str, match: Match | None) -> Verdict:
+    def _record(
+        self, url: str, fp: Fingerprint, scope: str, match: Match | None, source: str | None
+    ) -> Verdict:
         scope_id = self._scope_id(scope)
         status = "skipped" if not fp.judged else ("duplicate" if match else "unique")
         spots = fp.spots
         row = {
-            "url": url, "scope": scope_id, "seen_at": time.time(), "status": status,
+            "url": url, "source": source, "scope": scope_id, "seen_at": time.time(), "status": status,
             "skip_reason": fp.skip_reason, "tokens": fp.token_count, "language": fp.language,
             "duplicate_of": match[0] if match else None, "similarity": match[1] if match else None,
             "method": match[2] if match else None,
@@ -400,8 +420,13 @@ class SQLiteIndex:
         )
 
     def contains_url(self, url: str) -> bool:
-        """Whether a page with this URL was already recorded (a resumed scan skips it)."""
+        """Whether a page with this URL was already recorded."""
         return self.db.execute("SELECT 1 FROM documents WHERE url = ? LIMIT 1", (url,)).fetchone() is not None
+
+    def contains_source(self, source: str) -> bool:
+        """Whether the page read from this source was already recorded (a resumed scan skips it)."""
+        row = self.db.execute("SELECT 1 FROM documents WHERE source = ? LIMIT 1", (source,)).fetchone()
+        return row is not None
 
     def stats(self) -> dict[str, int]:
         """Counts of documents by status, and the file size in bytes."""

@@ -1,0 +1,155 @@
+from __future__ import annotations
+
+import gzip
+import json
+from io import BytesIO
+from pathlib import Path
+
+import pytest
+from warcio.statusandheaders import StatusAndHeaders
+from warcio.warcwriter import WARCWriter
+
+from scrapy_neardup.cli import main
+from scrapy_neardup.report.clusters import build_clusters
+from scrapy_neardup.sources import canonical_url, read_pages
+
+
+@pytest.fixture
+def articles(aeb_pages) -> list[bytes]:
+    return list(aeb_pages.values())[:12]
+
+
+def scan(capsys, *args: str) -> str:
+    assert main(["scan", *args, "--workers", "0"]) == 0
+    return capsys.readouterr().out
+
+
+def report(capsys, db: Path) -> dict:
+    assert main(["report", "--db", str(db), "--format", "json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_scan_folder_finds_copies_and_resumes(tmp_path, capsys, articles):
+    site = tmp_path / "site"
+    (site / "news").mkdir(parents=True)
+    (site / "print").mkdir()
+    for i, body in enumerate(articles):
+        (site / "news" / f"{i}.html.gz").write_bytes(gzip.compress(body))
+    for i in (1, 4, 7):
+        (site / "print" / f"{i}.htm").write_bytes(articles[i].replace(b"<body", b"<body class='print'", 1))
+    (site / "notes.pdf").write_bytes(b"%PDF-1.4 ignored: not a page type")
+    db = tmp_path / "index.db"
+    out = scan(capsys, str(site), "--db", str(db), "--batch", "5")
+    assert "scanned 15 pages" in out and "3 duplicates" in out and "3 clusters" in out
+    again = scan(capsys, str(site), "--db", str(db))
+    assert "scanned 0 pages (15 already in the index)" in again
+    result = report(capsys, db)
+    assert result["documents"] == 15 and result["duplicates"] == 3
+    assert all(c["size"] == 2 for c in result["clusters"])
+    member = result["clusters"][0]["members"][1]
+    assert member["method"] == "exact" and member["similarity"] == 1.0
+    assert member["duplicate_of"] == result["clusters"][0]["canonical"]
+
+
+def test_scan_with_workers_gives_the_same_verdicts(tmp_path, capsys, articles):
+    folder = tmp_path / "pages"
+    folder.mkdir()
+    for i, body in enumerate(articles[:6] + articles[:2]):
+        (folder / f"{i:02d}.html").write_bytes(body)
+    inline = scan(capsys, str(folder), "--db", str(tmp_path / "a.db"))
+    assert main(["scan", str(folder), "--db", str(tmp_path / "b.db"), "--workers", "2"]) == 0
+    pooled = capsys.readouterr().out
+    assert inline.replace("a.db", "x") == pooled.replace("b.db", "x")
+
+    def verdicts(db):
+        clusters = report(capsys, db)["clusters"]
+        return [[(m["url"], m["duplicate_of"], m["method"]) for m in c["members"]] for c in clusters]
+
+    assert verdicts(tmp_path / "a.db") == verdicts(tmp_path / "b.db") != []
+
+
+def test_scan_jsonlines_feed(tmp_path, capsys, aeb_truth):
+    texts = [v["articleBody"] for v in list(aeb_truth.values())[:5]]
+    feed = tmp_path / "items.jl"
+    lines = [json.dumps({"url": f"https://a.example/{i}", "text": t}) for i, t in enumerate(texts)]
+    lines.append(json.dumps({"url": "https://b.example/copy", "text": texts[2] + " Share this article."}))
+    lines += ["not json at all", json.dumps({"title": "no url"})]
+    feed.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = scan(capsys, str(feed), "--db", str(tmp_path / "f.db"))
+    assert "scanned 6 pages" in out and "1 duplicates" in out
+    cluster = report(capsys, tmp_path / "f.db")["clusters"][0]
+    assert cluster["canonical"] == "https://a.example/2"
+    assert cluster["members"][1]["url"] == "https://b.example/copy"
+    assert cluster["members"][1]["method"] in ("spotsigs", "simhash")
+
+
+def test_scan_jsonlines_custom_field(tmp_path, capsys, articles):
+    feed = tmp_path / "items.jsonl"
+    rows = [
+        {"url": f"https://a.example/{i}", "page": b.decode("utf-8", "replace")}
+        for i, b in enumerate(articles[:3])
+    ]
+    rows.append({"url": "https://a.example/again", "page": rows[0]["page"]})
+    feed.write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
+    out = scan(capsys, str(feed), "--db", str(tmp_path / "c.db"), "--field", "page")
+    assert "scanned 4 pages" in out and "1 duplicates" in out
+
+
+def _warc(path: Path, records: list[tuple[str, bytes, str]]) -> None:
+    with path.open("wb") as handle:
+        writer = WARCWriter(handle, gzip=True)
+        for url, body, content_type in records:
+            headers = StatusAndHeaders("200 OK", [("Content-Type", content_type)], protocol="HTTP/1.1")
+            writer.write_record(
+                writer.create_warc_record(url, "response", payload=BytesIO(body), http_headers=headers)
+            )
+
+
+def test_scan_warc(tmp_path, capsys, articles):
+    warc = tmp_path / "crawl.warc.gz"
+    _warc(warc, [
+        ("https://a.example/1", articles[0], "text/html; charset=utf-8"),
+        ("https://a.example/logo.png", b"\x89PNG\r\n\x1a\n", "image/png"),
+        ("https://a.example/2", articles[1], "text/html"),
+        ("https://mirror.example/1", articles[0], "text/html"),
+    ])  # fmt: skip
+    pages = list(read_pages(warc))
+    assert [p.url for p in pages] == [
+        "https://a.example/1",
+        "https://a.example/2",
+        "https://mirror.example/1",
+    ]
+    assert len({p.source for p in pages}) == 3
+    out = scan(capsys, str(warc), "--db", str(tmp_path / "w.db"))
+    assert "scanned 3 pages" in out and "1 duplicates" in out
+
+
+def test_canonical_url_names_a_document():
+    head = b'<html><head><link href="https://x.example/story" rel="canonical"></head><body>x</body></html>'
+    assert canonical_url(head) == "https://x.example/story"
+    assert canonical_url(b"<html><head></head></html>") is None
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["scan", "{tmp}/missing", "--db", "{tmp}/i.db"], "no such file or folder"),
+        (["scan", "{tmp}/data.csv", "--db", "{tmp}/i.db"], "unsupported file type"),
+        (["scan", "{tmp}/bad.warc", "--db", "{tmp}/i.db"], "not a readable WARC file"),
+        (["scan", "{tmp}", "--db", "{tmp}/garbage.db"], "garbage.db"),
+        (["report", "--db", "{tmp}/none.db"], "no such index file"),
+        (["report", "--db", "{tmp}/garbage.db"], "not a scrapy-neardup index"),
+    ],
+)
+def test_scan_and_report_errors_are_one_line(tmp_path, capsys, args, message):
+    (tmp_path / "data.csv").write_text("a,b")
+    (tmp_path / "bad.warc").write_bytes(b"this is no warc")
+    (tmp_path / "garbage.db").write_bytes(b"not sqlite" * 500)
+    assert main([a.format(tmp=tmp_path) for a in args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("scrapy-neardup: error: ") and message in err and "Traceback" not in err
+
+
+def test_clusters_join_chains_and_pick_the_first_seen():
+    clusters = build_clusters([(2, 1), (3, 2), (5, 4), (7, 6), (8, 7), (9, 6)])
+    assert [(c.canonical, c.members) for c in clusters] == [(6, [6, 7, 8, 9]), (1, [1, 2, 3]), (4, [4, 5])]
