@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import itertools
 import json
 import multiprocessing
@@ -27,11 +28,16 @@ from .sources import Page, read_page_file, read_pages
 from .verify import DECISION_ORDER, Comparison, compare
 
 
+def fingerprint_page(config: DedupConfig, page: Page, methods: frozenset[str] | None = None) -> Fingerprint:
+    """A saved page's fingerprint; pages that are already text skip the HTML extractor."""
+    if page.is_text:
+        config = dataclasses.replace(config, extractor="text")
+    return fingerprint(page.body, config, content_type=page.content_type, methods=methods)
+
+
 def fingerprint_file(path: str, config: DedupConfig) -> Fingerprint:
     """Fingerprint a saved page with every method, so ``compare`` can show them all."""
-    page = read_page_file(path, path)
-    page_config = dataclasses.replace(config, extractor="text") if page.is_text else config
-    return fingerprint(page.body, page_config, methods=frozenset(METHODS))
+    return fingerprint_page(config, read_page_file(path, path), frozenset(METHODS))
 
 
 def _add_config_flags(parser: argparse.ArgumentParser) -> None:
@@ -195,41 +201,21 @@ def _options(args: argparse.Namespace) -> DedupConfig:
     return DedupConfig.from_options({name: getattr(args, name) for name, _, _ in DedupConfig.docs()})
 
 
-_WORKER_CONFIG: list[DedupConfig] = []
-
-
-def _init_worker(config: DedupConfig) -> None:
-    _WORKER_CONFIG[:] = [config]
-
-
-def _fingerprint_page(page: Page) -> Fingerprint:
-    config = _WORKER_CONFIG[0]
-    if page.is_text:
-        config = dataclasses.replace(config, extractor="text")
-    return fingerprint(page.body, config, content_type=page.content_type)
-
-
 def run_scan(args: argparse.Namespace) -> int:
     if args.batch < 1:
         raise InputError(f"--batch: must be at least 1, got {args.batch}")
     config = _options(args)
     counts = {"scanned": 0, "duplicates": 0, "skipped": 0, "already": 0}
     progress = sys.stderr.isatty()
-    pool = (
-        multiprocessing.get_context("spawn").Pool(args.workers, _init_worker, (config,))
-        if args.workers > 0
-        else None
-    )
-    _init_worker(config)
+    pool = multiprocessing.get_context("spawn").Pool(args.workers) if args.workers > 0 else None
+    sign = functools.partial(fingerprint_page, config)  # picklable: config is a frozen dataclass
     try:
         with Detector.open(args.db, config) as detector:
             pages = (page for path in args.paths for page in read_pages(path, args.field))
             while chunk := list(itertools.islice(pages, args.batch)):
                 fresh = [p for p in chunk if not detector.index.contains_source(p.source)]
                 counts["already"] += len(chunk) - len(fresh)
-                fps = (
-                    pool.map(_fingerprint_page, fresh, chunksize=8) if pool else map(_fingerprint_page, fresh)
-                )
+                fps = pool.map(sign, fresh, chunksize=8) if pool else map(sign, fresh)
                 with detector.index.batch():
                     for page, fp in zip(fresh, fps, strict=True):
                         verdict = detector.check(page.url, fp=fp, source=page.source)

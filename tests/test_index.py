@@ -17,6 +17,7 @@ from scrapy_neardup import DedupConfig, fingerprint
 from scrapy_neardup.config import METHODS
 from scrapy_neardup.detector import Detector
 from scrapy_neardup.exceptions import IndexFileError
+from scrapy_neardup.fingerprint import needed_methods
 from scrapy_neardup.index import SQLiteIndex
 from scrapy_neardup.index.pruning import partition_bounds, partition_of, partitions_covering
 from scrapy_neardup.scope import scope_key
@@ -51,7 +52,7 @@ def brute_force(config: DedupConfig, pages: list[tuple[str, str]]) -> list[tuple
 
 
 def index_methods(config: DedupConfig) -> tuple[str, ...]:
-    needed = set(config.methods) | ({"spotsigs"} if "simhash" in config.methods else set())
+    needed = needed_methods(config)
     return tuple(m for m in DECISION_ORDER if m in needed)
 
 

@@ -30,7 +30,7 @@ import xxhash
 
 from ..config import DedupConfig
 from ..exceptions import IndexFileError
-from ..fingerprint import Fingerprint
+from ..fingerprint import Fingerprint, needed_methods
 from ..signatures.spotsigs import SpotSet
 from ..verify import DECISION_ORDER, compare
 from .base import Verdict
@@ -122,6 +122,8 @@ class SQLiteIndex:
     def __init__(self, path: str | Path, config: DedupConfig, timeout: float = 60.0) -> None:
         self.path = Path(path)
         self.config = config
+        needed = needed_methods(config)
+        self._verify_methods = tuple(m for m in DECISION_ORDER if m in needed)
         self._scope_ids: dict[str, int] = {}
         self._in_batch = False
         try:
@@ -168,7 +170,11 @@ class SQLiteIndex:
         self._check_meta()
 
     def _create(self) -> None:
-        self.db.executescript("BEGIN IMMEDIATE;" + SCHEMA + f"PRAGMA user_version = {SCHEMA_VERSION};")
+        """Create the schema inside the caller's transaction (executescript would commit it)."""
+        for statement in SCHEMA.split(";"):
+            if statement.strip():
+                self.db.execute(statement)
+        self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         rows = [("application", APPLICATION), ("created_at", str(time.time())), ("config", self._shaping())]
         self.db.executemany("INSERT OR IGNORE INTO meta VALUES (?, ?)", rows)
 
@@ -258,13 +264,6 @@ class SQLiteIndex:
                 if best is None or rank < best[0]:
                     best = (rank, cand_id, result)
         return self._record(url, fp, scope, best and (best[1], best[2].similarity, best[2].method), source)
-
-    @property
-    def _verify_methods(self) -> tuple[str, ...]:
-        needed = set(self.config.methods)
-        if "simhash" in needed and self.config.simhash_confirm > 0:
-            needed.add("spotsigs")
-        return tuple(m for m in DECISION_ORDER if m in needed)
 
     # --- candidates -----------------------------------------------------------------------
 
