@@ -141,6 +141,9 @@ class DedupConfig:
     imatch_lexicons: int = knob(4, _parse_int, "extra randomized I-Match lexicons (Kolcz et al.)")
     imatch_drop: float = knob(0.33, _parse_float, "share of terms each randomized lexicon leaves out")
     ksentence_k: int = knob(3, _parse_int, "sentences hashed by the K-longest-sentences method")
+    keep_text: int = knob(
+        10_000, _parse_int, "characters of each page's main text kept in the index for the report (0: none)"
+    )
     scope: str = knob(
         "global",
         _parse_str,
@@ -225,7 +228,7 @@ def _check(name: str, value: Any, config: DedupConfig) -> str | None:
         return f"must be between 1 and 6, got {value!r}"
     elif name == "max_body" and value < 1024:
         return f"must be at least 1024 bytes, got {value!r}"
-    elif name in ("min_tokens", "imatch_lexicons") and value < 0:
+    elif name in ("min_tokens", "imatch_lexicons", "keep_text") and value < 0:
         return f"must not be negative, got {value!r}"
     elif (
         name in ("simhash_shingle", "minhash_shingle", "shingles_size", "ksentence_k")

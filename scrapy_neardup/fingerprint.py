@@ -21,7 +21,7 @@ from .signatures.minhash import band_keys, minhash
 from .signatures.shingles import super_shingles
 from .signatures.simhash import simhash
 from .signatures.spotsigs import ANTECEDENTS, LANGUAGE_VOTES, STOPWORDS, SpotSet, spot_signatures
-from .text import detect_language, main_text, split_sentences, tokenize
+from .text import detect_language, extract_page, split_sentences, tokenize
 
 _EMPTY_SPOTS = SpotSet(np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.uint32))
 
@@ -36,6 +36,7 @@ class Fingerprint:
     token_count: int = 0
     language: str = "und"
     text: str = ""
+    title: str = ""
     exact: int | None = None
     spots: SpotSet = field(default=_EMPTY_SPOTS)
     simhash: int | None = None
@@ -75,7 +76,7 @@ def fingerprint(
     wanted = needed_methods(config) if methods is None else methods
     body_hash = raw_hash(body)
     try:
-        text = main_text(body, config.extractor, content_type, config.max_body)
+        text, title = extract_page(body, config.extractor, content_type, config.max_body)
     except SkipPage as skip:
         return Fingerprint(skip_reason=skip.reason, skip_detail=skip.detail, raw_hash=body_hash)
     tokens = tokenize(text)
@@ -88,6 +89,7 @@ def fingerprint(
             token_count=len(tokens),
             language=language,
             text=text,
+            title=title,
         )
     hashes = token_hashes(tokens)
     values: dict[str, object] = {}
@@ -116,6 +118,7 @@ def fingerprint(
         token_count=len(tokens),
         language=language,
         text=text,
+        title=title,
         **values,  # type: ignore[arg-type]
     )
 

@@ -11,6 +11,7 @@ import logging
 import re
 import unicodedata
 from collections.abc import Callable
+from html import unescape
 
 from .exceptions import MissingExtraError, SkipPage
 
@@ -24,6 +25,7 @@ _TOKEN = re.compile(f"[{CJK}]|[^\\W_{CJK}]+")
 _CJK_CHAR = re.compile(f"[{CJK}]")
 _KANA_CHAR = re.compile(f"[{KANA}]")
 _NOT_WORD = re.compile(r"[\W_]+")
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title\s*>", re.IGNORECASE | re.DOTALL)
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|(?<=[。！？；])|[\r\n]+")
 
 # Magic numbers of bodies that are certainly not HTML: images, PDF, archives, fonts, media.
@@ -135,6 +137,22 @@ def main_text(
 
     Reasons: ``empty``, ``too_large``, ``binary``, ``extraction_failed``, ``no_text``.
     """
+    return extract_page(body, extractor, content_type, max_body)[0]
+
+
+def page_title(html: str) -> str:
+    """The ``<title>`` of a page, unescaped and collapsed (for reports; empty when there is none)."""
+    match = _TITLE.search(html, 0, 200_000)
+    return " ".join(unescape(match.group(1)).split())[:300] if match else ""
+
+
+def extract_page(
+    body: bytes | str,
+    extractor: str = "trafilatura",
+    content_type: str | None = None,
+    max_body: int = 5_000_000,
+) -> tuple[str, str]:
+    """(main text, title) of a page; raises ``SkipPage`` like ``main_text``."""
     size = len(body) if isinstance(body, bytes) else len(body.encode("utf-8", errors="replace"))
     if size > max_body:
         raise SkipPage("too_large", f"{size} bytes > max_body {max_body}")
@@ -154,7 +172,7 @@ def main_text(
         raise SkipPage("extraction_failed", f"{extractor}: {exc!r}"[:300]) from exc
     if not text or not text.strip():
         raise SkipPage("no_text", f"{extractor} found no main text")
-    return text
+    return text, ("" if extractor == "text" else page_title(body))
 
 
 def normalize(text: str) -> str:

@@ -157,6 +157,19 @@ def test_every_page_is_recorded_including_skips_and_duplicates(tmp_path, aeb_pag
     assert records[2]["skip_reason"] == "binary"
 
 
+def test_titles_and_texts_are_kept_for_the_report(tmp_path, aeb_pages):
+    body = next(iter(aeb_pages.values()))
+    with Detector.open(tmp_path / "t.db", DedupConfig(keep_text=500)) as detector:
+        verdict = detector.check("http://a.example/1", body)
+        record = detector.index.get(verdict.doc_id)
+        text = detector.index.text(verdict.doc_id)
+    fp = fingerprint(body, DedupConfig())
+    assert record["title"] and record["title"] == fp.title
+    assert text == fp.text[:500]
+    with Detector.open(tmp_path / "none.db", DedupConfig(keep_text=0)) as detector:
+        assert detector.index.text(detector.check("http://a.example/1", body).doc_id) is None
+
+
 def test_scope_domain_uses_registered_domains():
     assert scope_key("https://news.bbc.co.uk/a", "domain") == "bbc.co.uk"
     assert scope_key("https://www.bbc.co.uk/b", "domain") == "bbc.co.uk"

@@ -13,6 +13,7 @@ from scrapy_neardup.text import (
     looks_binary,
     main_text,
     normalize,
+    page_title,
     split_sentences,
     tokenize,
 )
@@ -169,3 +170,9 @@ def test_trafilatura_text_matches_the_ground_truth_length(aeb_pages, aeb_truth):
         ratios.append(len(tokenize(normalize(main_text(body, "trafilatura")))) / max(truth, 1))
     ratios.sort()
     assert 0.8 <= ratios[len(ratios) // 2] <= 1.25
+
+
+def test_page_title_is_unescaped_and_collapsed():
+    title = page_title("<html><head><TITLE lang=en>\n Fish &amp; <b>chips</b>\n</title>")
+    assert title == "Fish & <b>chips</b>"
+    assert page_title("<p>no title here</p>") == ""

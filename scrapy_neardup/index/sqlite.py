@@ -5,6 +5,7 @@ Tables (schema version in ``PRAGMA user_version``):
 - ``meta``: what the index was built with (the knobs that shape stored signatures).
 - ``documents``: every page checked, duplicates and skipped pages included, with its
   verdict and the signatures needed to verify a candidate. Nothing a crawl saw is lost.
+- ``texts``: the first ``keep_text`` characters of each page's main text (zlib), for the report.
 - ``spot_postings``: SpotSigs inverted lists ``(scope, partition, spot) -> doc`` for each
   admitted document's prefix (see ``pruning``).
 - ``lookup_keys``: equality lookups ``(kind, scope, key) -> doc`` for exact hashes,
@@ -22,6 +23,7 @@ import itertools
 import json
 import sqlite3
 import time
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -57,6 +59,7 @@ CREATE TABLE IF NOT EXISTS scopes (id INTEGER PRIMARY KEY, name TEXT NOT NULL UN
 CREATE TABLE IF NOT EXISTS documents (
     id INTEGER PRIMARY KEY,
     url TEXT NOT NULL,
+    title TEXT,
     source TEXT,
     scope INTEGER NOT NULL REFERENCES scopes(id),
     seen_at REAL NOT NULL,
@@ -81,6 +84,7 @@ CREATE TABLE IF NOT EXISTS documents (
 CREATE INDEX IF NOT EXISTS documents_url ON documents(url);
 CREATE INDEX IF NOT EXISTS documents_source ON documents(source) WHERE source IS NOT NULL;
 CREATE INDEX IF NOT EXISTS documents_duplicate_of ON documents(duplicate_of) WHERE duplicate_of IS NOT NULL;
+CREATE TABLE IF NOT EXISTS texts (doc INTEGER PRIMARY KEY, text BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS spot_postings (
     scope INTEGER NOT NULL, part INTEGER NOT NULL, spot INTEGER NOT NULL, doc INTEGER NOT NULL,
     PRIMARY KEY (scope, part, spot, doc)
@@ -326,7 +330,8 @@ class SQLiteIndex:
         status = "skipped" if not fp.judged else ("duplicate" if match else "unique")
         spots = fp.spots
         row = {
-            "url": url, "source": source, "scope": scope_id, "seen_at": time.time(), "status": status,
+            "url": url, "title": fp.title or None, "source": source, "scope": scope_id,
+            "seen_at": time.time(), "status": status,
             "skip_reason": fp.skip_reason, "tokens": fp.token_count, "language": fp.language,
             "duplicate_of": match[0] if match else None, "similarity": match[1] if match else None,
             "method": match[2] if match else None,
@@ -347,6 +352,9 @@ class SQLiteIndex:
         ).lastrowid
         if status == "unique":
             self._post(doc_id, fp, scope_id)
+        if self.config.keep_text and fp.text:
+            text = fp.text[: self.config.keep_text].encode("utf-8", errors="replace")
+            self.db.execute("INSERT INTO texts VALUES (?, ?)", (doc_id, zlib.compress(text, 6)))
         dup_url = None
         if match:
             dup_url = self.db.execute("SELECT url FROM documents WHERE id = ?", (match[0],)).fetchone()[0]
@@ -396,14 +404,19 @@ class SQLiteIndex:
         """One document's record (url, scope, status, verdict, sizes), or None."""
         return next(self._records("WHERE d.id = ?", (doc_id,)), None)
 
+    def text(self, doc_id: int) -> str | None:
+        """The main text kept for a document (its first ``keep_text`` characters), or None."""
+        row = self.db.execute("SELECT text FROM texts WHERE doc = ?", (doc_id,)).fetchone()
+        return zlib.decompress(row[0]).decode("utf-8", errors="replace") if row else None
+
     def documents(self) -> Iterator[dict]:
         """Every recorded page in the order seen, streamed."""
         return self._records("ORDER BY d.id")
 
     def _records(self, where: str, args: tuple = ()) -> Iterator[dict]:
         cur = self.db.execute(
-            "SELECT d.id, d.url, s.name AS scope, d.seen_at, d.status, d.skip_reason, d.tokens, d.language, "
-            "d.duplicate_of, d.similarity, d.method "
+            "SELECT d.id, d.url, d.title, s.name AS scope, d.seen_at, d.status, d.skip_reason, d.tokens, "
+            "d.language, d.duplicate_of, d.similarity, d.method "
             f"FROM documents d JOIN scopes s ON s.id = d.scope {where}",
             args,
         )
