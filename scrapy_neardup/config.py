@@ -115,6 +115,12 @@ class DedupConfig:
         3, _parse_int, "SimHash Hamming distance (of 64 bits) at or below which pages match"
     )
     simhash_shingle: int = knob(3, _parse_int, "words per SimHash feature shingle")
+    simhash_tables: str = knob(
+        "blocks",
+        _parse_str,
+        "SimHash search: blocks (distance + 1 tables, small indexes) or permuted "
+        "(Manku et al.: distance + 2 blocks, keyed in pairs; fewer false candidates past a million pages)",
+    )
     simhash_confirm: float = knob(
         0.3,
         _parse_float,
@@ -208,6 +214,8 @@ def _check(name: str, value: Any, config: DedupConfig) -> str | None:
             return f"unknown method(s) {unknown or value!r}; choose from {', '.join(METHODS)}"
     elif name == "extractor" and value not in EXTRACTORS:
         return f"unknown extractor {value!r}; choose from {', '.join(EXTRACTORS)}"
+    elif name == "simhash_tables" and value not in ("blocks", "permuted"):
+        return f"unknown SimHash table layout {value!r}; choose from blocks, permuted"
     elif name == "scope" and value not in SCOPES:
         return f"unknown scope {value!r}; choose from {', '.join(SCOPES)}"
     elif name == "language" and value not in LANGUAGES:

@@ -12,6 +12,7 @@ from .config import DedupConfig
 from .fingerprint import Fingerprint, fingerprint
 from .index import Index, SQLiteIndex, Verdict
 from .scope import scope_key
+from .signatures.exact import raw_hash
 
 
 class Detector:
@@ -47,8 +48,22 @@ class Detector:
         if fp is None:
             if body is None:
                 raise TypeError("check() needs the page body or its fingerprint")
+            copy = self.check_raw(url, body, source=source)
+            if copy is not None:
+                return copy
             fp = self.fingerprint(body, content_type)
         return self.index.check_and_add(url, fp, scope_key(url, self.config.scope), source)
+
+    def check_raw(self, url: str, body: bytes | str, *, source: str | None = None) -> Verdict | None:
+        """Record a byte-identical copy of an admitted page without extracting it; None otherwise.
+
+        Identical bodies are the commonest duplicate (mirrors, tracking parameters), and
+        recognizing them costs one hash and one lookup instead of an extraction.
+        """
+        scope = scope_key(url, self.config.scope)
+        raw = raw_hash(body)
+        original = self.index.find_raw(raw, scope)
+        return None if original is None else self.index.record_copy(url, raw, original, scope, source)
 
     def close(self) -> None:
         self.index.close()

@@ -89,11 +89,12 @@ def corpora(draw):
     st.sampled_from([("spotsigs",), ("exact", "spotsigs", "simhash"), METHODS, ("minhash", "shingles")]),
     st.sampled_from([0.3, 0.5, 0.7, 0.9]),
     st.sampled_from(["global", "host"]),
+    st.sampled_from(["blocks", "permuted"]),
 )
-def test_index_finds_exactly_what_brute_force_finds(tmp_path_factory, pages, methods, tau, scope):
+def test_index_finds_exactly_what_brute_force_finds(tmp_path_factory, pages, methods, tau, scope, tables):
     config = DedupConfig(
         extractor="text", min_tokens=5, methods=methods, spotsigs_threshold=tau, scope=scope,
-        minhash_threshold=tau, simhash_distance=6,
+        minhash_threshold=tau, simhash_distance=6, simhash_tables=tables,
     )  # fmt: skip
     path = tmp_path_factory.mktemp("idx") / "index.db"
     assert run_index(path, config, pages) == brute_force(config, pages)
@@ -258,3 +259,25 @@ def test_killed_process_leaves_a_valid_index_with_committed_pages(tmp_path):
         assert index.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         urls = [r["url"] for r in index.documents()]
     assert urls == [f"http://c.example/{i}" for i in range(20)]
+
+
+def test_byte_identical_copies_skip_extraction(tmp_path, aeb_pages, monkeypatch):
+    bodies = list(aeb_pages.values())[:2]
+    with Detector.open(tmp_path / "raw.db") as detector:
+        first = detector.check("http://a.example/1", bodies[0])
+        detector.check("http://a.example/2", bodies[1])
+
+        def no_extraction(*args, **kwargs):
+            raise AssertionError("an identical body was extracted again")
+
+        monkeypatch.setattr(detector, "fingerprint", no_extraction)
+        copy = detector.check("http://mirror.example/1?utm_source=x", bodies[0])
+        assert copy.duplicate and copy.duplicate_of == first.doc_id and copy.method == "exact"
+        record = detector.index.get(copy.doc_id)
+        assert record["tokens"] == detector.index.get(first.doc_id)["tokens"] > 0
+        assert record["title"] == detector.index.get(first.doc_id)["title"]
+        # In another scope the same body is judged afresh (and admitted there).
+    config = DedupConfig(scope="host")
+    with Detector.open(tmp_path / "host.db", config) as detector:
+        detector.check("http://a.example/1", bodies[0])
+        assert not detector.check("http://b.example/1", bodies[0]).duplicate

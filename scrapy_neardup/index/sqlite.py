@@ -6,10 +6,16 @@ Tables (schema version in ``PRAGMA user_version``):
 - ``documents``: every page checked, duplicates and skipped pages included, with its
   verdict and the signatures needed to verify a candidate. Nothing a crawl saw is lost.
 - ``texts``: the first ``keep_text`` characters of each page's main text (zlib), for the report.
-- ``spot_postings``: SpotSigs inverted lists ``(scope, partition, spot) -> doc`` for each
-  admitted document's prefix (see ``pruning``).
-- ``lookup_keys``: equality lookups ``(kind, scope, key) -> doc`` for exact hashes,
-  SimHash blocks, MinHash bands, super-shingles, I-Match and K-sentence signatures.
+- ``spot_postings``: SpotSigs inverted lists ``key -> doc`` for each admitted document's
+  prefix (see ``pruning``); ``key`` packs scope, length partition and the spot's 32 bits.
+- ``lookup_keys``: equality lookups ``key -> doc``, ``key`` a 64-bit hash of (kind, scope,
+  value), for raw and exact hashes, SimHash blocks, MinHash bands, super-shingles, I-Match
+  and K-sentence signatures.
+
+Spots are kept as the top 32 bits of their 64-bit hash (the sorted order is the same), so a
+document's multiset costs 5 bytes a spot; a 32-bit collision between two different spots
+of a pair can only move its Jaccard by one spot's weight, at odds of about 1 in 10^5 for
+two long pages.
 
 Only admitted (non-duplicate) pages get postings: the index stands for what was stored.
 ``check_and_add`` runs in one ``BEGIN IMMEDIATE`` transaction, so processes sharing the
@@ -19,6 +25,7 @@ file serialize on it and two copies can never both be admitted.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import json
 import sqlite3
@@ -43,15 +50,19 @@ APPLICATION = "scrapy-neardup"
 
 # The knobs whose change makes stored signatures or postings incomparable.
 SHAPING_KNOBS = (
-    "methods", "spotsigs_threshold", "spotsigs_specs", "simhash_distance", "simhash_shingle", "minhash_perm",
-    "minhash_shingle", "minhash_bands", "minhash_threshold", "shingles_size", "imatch_lexicons",
-    "imatch_drop", "ksentence_k", "language",
+    "methods", "spotsigs_threshold", "spotsigs_specs", "simhash_distance", "simhash_shingle",
+    "simhash_tables", "minhash_perm", "minhash_shingle", "minhash_bands", "minhash_threshold",
+    "shingles_size", "imatch_lexicons", "imatch_drop", "ksentence_k", "language",
 )  # fmt: skip
 
 # A match found for a new page: (document id, similarity, method).
 Match = tuple[int, "float | None", "str | None"]
 
-KIND = {"exact": 1, "simhash": 2, "minhash": 3, "shingles": 4, "imatch": 5, "ksentence": 6}
+KIND = {"exact": 1, "simhash": 2, "minhash": 3, "shingles": 4, "imatch": 5, "ksentence": 6, "raw": 7}
+# A spot posting key packs scope (20 bits) | length partition (12 bits) | spot (32 bits). Capping the
+# partition merges far partitions and cutting the scope can mix scopes: both only add candidates,
+# which are read back with their real scope and size, so the search stays exact.
+_MAX_PART, _SCOPE_MASK = 4095, (1 << 20) - 1
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -70,7 +81,7 @@ CREATE TABLE IF NOT EXISTS documents (
     duplicate_of INTEGER REFERENCES documents(id),
     similarity REAL,
     method TEXT,
-    raw_hash BLOB,
+    raw_hash INTEGER,
     exact BLOB,
     simhash INTEGER,
     spot_size INTEGER,
@@ -86,12 +97,10 @@ CREATE INDEX IF NOT EXISTS documents_source ON documents(source) WHERE source IS
 CREATE INDEX IF NOT EXISTS documents_duplicate_of ON documents(duplicate_of) WHERE duplicate_of IS NOT NULL;
 CREATE TABLE IF NOT EXISTS texts (doc INTEGER PRIMARY KEY, text BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS spot_postings (
-    scope INTEGER NOT NULL, part INTEGER NOT NULL, spot INTEGER NOT NULL, doc INTEGER NOT NULL,
-    PRIMARY KEY (scope, part, spot, doc)
+    key INTEGER NOT NULL, doc INTEGER NOT NULL, PRIMARY KEY (key, doc)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS lookup_keys (
-    kind INTEGER NOT NULL, scope INTEGER NOT NULL, key INTEGER NOT NULL, doc INTEGER NOT NULL,
-    PRIMARY KEY (kind, scope, key, doc)
+    key INTEGER NOT NULL, doc INTEGER NOT NULL, PRIMARY KEY (key, doc)
 ) WITHOUT ROWID;
 """
 
@@ -106,18 +115,37 @@ def unsigned(value: int) -> int:
 
 
 def _key(*parts: int) -> int:
-    """A signed 64-bit lookup key for a tuple of ints (a block index and its bits, say)."""
-    return signed(xxhash.xxh3_64_intdigest(b"".join(p.to_bytes(8, "little", signed=False) for p in parts)))
+    """A signed 64-bit lookup key for a tuple of non-negative ints below 2**64."""
+    return signed(xxhash.xxh3_64_intdigest(b"".join(p.to_bytes(8, "little") for p in parts)))
 
 
-def simhash_blocks(value: int, distance: int) -> list[int]:
-    """Keys of the ``distance + 1`` contiguous bit blocks: pages within ``distance`` bits share one."""
-    blocks = distance + 1
+def simhash_keys(value: int, distance: int, layout: str = "blocks") -> list[tuple[int, int]]:
+    """(table, bits) keys such that two fingerprints within ``distance`` bits share one.
+
+    ``blocks``: ``distance + 1`` contiguous blocks; a pair within the distance agrees on a
+    whole block. ``permuted`` (Manku et al. 2007): ``distance + 2`` blocks, keyed by every
+    pair of them, since such a pair agrees on at least two blocks; each key then has ~26
+    bits instead of 16, so a million pages give far fewer chance candidates per key.
+    """
+    blocks = distance + 1 if layout == "blocks" else distance + 2
     edges = [round(i * 64 / blocks) for i in range(blocks + 1)]
-    return [
-        _key(i, (value >> lo) & ((1 << (hi - lo)) - 1))
-        for i, (lo, hi) in enumerate(itertools.pairwise(edges))
-    ]
+    parts = [(value >> lo) & ((1 << (hi - lo)) - 1) for lo, hi in itertools.pairwise(edges)]
+    if layout == "blocks":
+        return list(enumerate(parts))
+    pairs = itertools.combinations(range(blocks), 2)
+    return [(t, (parts[i] << 32) | parts[j]) for t, (i, j) in enumerate(pairs)]
+
+
+def spots32(spots: SpotSet) -> SpotSet:
+    """The multiset with each spot cut to the top 32 bits of its hash (the stored form)."""
+    if not len(spots):
+        return spots
+    high = (spots.hashes >> np.uint64(32)).astype(np.uint64)
+    if len(high) > 1 and not np.all(high[1:] != high[:-1]):  # a 32-bit collision: merge counts
+        keys, inverse = np.unique(high, return_inverse=True)
+        counts = np.bincount(inverse, weights=spots.counts, minlength=len(keys)).astype(np.uint32)
+        return SpotSet(keys, counts)
+    return SpotSet(high, spots.counts)
 
 
 class SQLiteIndex:
@@ -256,62 +284,150 @@ class SQLiteIndex:
         """Admit a page without checking it (an import of pages known to be distinct)."""
         return self._write(lambda: self._record(url, fp, scope, None, source))
 
+    def find_raw(self, raw: int, scope: str = "") -> int | None:
+        """An admitted document whose raw body is byte-identical to ``raw``'s page, or None.
+
+        Lets a caller skip extraction for exact copies; it is a hint only, read outside
+        any transaction: ``record_copy`` then records the page.
+        """
+        scope_id = self._scope_ids.get(scope)
+        if scope_id is None:
+            row = self.db.execute("SELECT id FROM scopes WHERE name = ?", (scope,)).fetchone()
+            if row is None:
+                return None
+            scope_id = self._scope_ids[scope] = row[0]
+        row = self.db.execute(
+            "SELECT doc FROM lookup_keys WHERE key = ? ORDER BY doc LIMIT 1",
+            (_key(KIND["raw"], scope_id, raw >> 64),),
+        ).fetchone()
+        return row[0] if row else None
+
+    def record_copy(
+        self, url: str, raw: int, original: int, scope: str = "", source: str | None = None
+    ) -> Verdict:
+        """Record a page whose raw body equals an admitted document's, without its fingerprint."""
+
+        def work() -> Verdict:
+            scope_id = self._scope_id(scope)
+            doc_id = self.db.execute(
+                "INSERT INTO documents (url, source, scope, seen_at, status, tokens, language, "
+                "duplicate_of, similarity, method, raw_hash, exact, simhash, spot_size) "
+                "SELECT ?, ?, ?, ?, 'duplicate', tokens, language, id, 1.0, 'exact', raw_hash, exact, "
+                "simhash, spot_size FROM documents WHERE id = ?",
+                (url, source, scope_id, time.time(), original),
+            ).lastrowid
+            title, dup_url = self.db.execute(
+                "SELECT title, url FROM documents WHERE id = ?", (original,)
+            ).fetchone()
+            self.db.execute("UPDATE documents SET title = ? WHERE id = ?", (title, doc_id))
+            return Verdict(
+                url=url, doc_id=doc_id, duplicate=True, duplicate_of=original,
+                duplicate_of_url=dup_url, similarity=1.0, method="exact",
+            )  # fmt: skip
+
+        return self._write(work)
+
     def _check_and_add(self, url: str, fp: Fingerprint, scope: str, source: str | None) -> Verdict:
         if not fp.judged:
             return self._record(url, fp, scope, None, source)
+        scope_id = self._scope_id(scope)
+        probe = dataclasses.replace(fp, spots=spots32(fp.spots))
         best = None
-        for cand_id in sorted(self._candidates(fp, self._scope_id(scope))):
-            cand = self._load(cand_id)
-            result = compare(fp, cand, self.config, self._verify_methods)
+        for cand_id, cand in self._candidates(probe, scope_id):
+            result = compare(probe, cand, self.config, self._verify_methods)
             if result.duplicate:
                 rank = (DECISION_ORDER.index(result.method), -(result.similarity or 0.0), cand_id)
                 if best is None or rank < best[0]:
                     best = (rank, cand_id, result)
-        return self._record(url, fp, scope, best and (best[1], best[2].similarity, best[2].method), source)
+                    if rank[0] == 0:  # an exact copy: nothing ranks higher but an older one
+                        break
+        match = best and (best[1], best[2].similarity, best[2].method)
+        return self._record(url, probe, scope, match, source, original_spots=fp.spots)
 
     # --- candidates -----------------------------------------------------------------------
 
-    def _lookup_keys(self, fp: Fingerprint) -> list[tuple[int, int]]:
-        """(kind, key) pairs of a page for every configured equality-lookup method."""
-        cfg, keys = self.config, []
+    def _lookup_keys(self, fp: Fingerprint, scope: int, posting: bool = False) -> list[int]:
+        """Lookup keys of a page for every configured equality-lookup method (and its raw body)."""
+        cfg, kinds = self.config, []
         methods = set(cfg.methods)
+        if posting and fp.raw_hash is not None:
+            kinds.append((KIND["raw"], fp.raw_hash >> 64))
         if "exact" in methods and fp.exact is not None:
-            keys.append((KIND["exact"], signed(fp.exact >> 64)))
+            kinds.append((KIND["exact"], fp.exact >> 64))
         if "simhash" in methods and fp.simhash is not None:
-            keys += [(KIND["simhash"], k) for k in simhash_blocks(fp.simhash, cfg.simhash_distance)]
+            tables = simhash_keys(fp.simhash, cfg.simhash_distance, cfg.simhash_tables)
+            kinds += [(KIND["simhash"], t, bits) for t, bits in tables]
         if "minhash" in methods:
-            keys += [(KIND["minhash"], signed(k)) for k in fp.minhash_bands]
+            kinds += [(KIND["minhash"], k) for k in fp.minhash_bands]
         if "shingles" in methods and fp.super_shingles is not None:
-            keys += [(KIND["shingles"], signed(int(k))) for k in fp.super_shingles]
+            kinds += [(KIND["shingles"], int(k)) for k in fp.super_shingles]
         if "imatch" in methods:
-            keys += [(KIND["imatch"], _key(j, sig)) for j, sig in enumerate(fp.imatch) if sig]
+            kinds += [(KIND["imatch"], j, sig) for j, sig in enumerate(fp.imatch) if sig]
         if "ksentence" in methods and fp.ksentence is not None:
-            keys.append((KIND["ksentence"], signed(fp.ksentence)))
-        return keys
+            kinds.append((KIND["ksentence"], fp.ksentence))
+        return [_key(kind, scope, *values) for kind, *values in kinds]
 
-    def _candidates(self, fp: Fingerprint, scope: int) -> set[int]:
+    def _spot_keys(self, spots: SpotSet, scope: int, parts: range) -> list[int]:
+        """Posting keys of a document's prefix spots in the given length partitions."""
+        rare = prefix(spots, self.config.spotsigs_threshold).tolist()
+        capped = sorted({min(part, _MAX_PART) for part in parts})
+        bases = [(((scope & _SCOPE_MASK) << 12) | part) << 32 for part in capped]
+        return [signed(base | s) for base in bases for s in rare]
+
+    def _candidates(self, probe: Fingerprint, scope: int) -> Iterator[tuple[int, Fingerprint]]:
+        """Documents that could match ``probe`` by some configured method, loaded, in id order.
+
+        Every index lookup is a necessary condition of its method, and each candidate is
+        loaded once, with cheap exact bounds (length ratio, Hamming distance) applied before
+        its spots are decoded.
+        """
         found: set[int] = set()
-        keys = self._lookup_keys(fp)
-        if keys:
+        keys = self._lookup_keys(probe, scope)
+        for start in range(0, len(keys), 500):
+            chunk = keys[start : start + 500]
             rows = self.db.execute(
-                "SELECT DISTINCT doc FROM lookup_keys WHERE (kind, scope, key) IN "
-                f"(VALUES {','.join('(?, ?, ?)' for _ in keys)})",
-                [v for kind, key in keys for v in (kind, scope, key)],
+                f"SELECT doc FROM lookup_keys WHERE key IN ({','.join('?' * len(chunk))})", chunk
             )
             found.update(r[0] for r in rows)
-        if "spotsigs" in self.config.methods and fp.spots.size:
-            tau = self.config.spotsigs_threshold
-            spots = [signed(int(s)) for s in prefix(fp.spots, tau)]
-            for part in partitions_covering(fp.spots.size, tau):
-                for start in range(0, len(spots), 500):
-                    chunk = spots[start : start + 500]
-                    rows = self.db.execute(
-                        "SELECT DISTINCT doc FROM spot_postings WHERE scope = ? AND part = ? AND spot IN "
-                        f"({','.join('?' * len(chunk))})",
-                        [scope, part, *chunk],
-                    )
-                    found.update(r[0] for r in rows)
-        return found
+        tau = self.config.spotsigs_threshold
+        if "spotsigs" in self.config.methods and probe.spots.size:
+            spot_keys = self._spot_keys(probe.spots, scope, partitions_covering(probe.spots.size, tau))
+            for start in range(0, len(spot_keys), 500):
+                chunk = spot_keys[start : start + 500]
+                rows = self.db.execute(
+                    f"SELECT doc FROM spot_postings WHERE key IN ({','.join('?' * len(chunk))})", chunk
+                )
+                found.update(r[0] for r in rows)
+        if not found:
+            return
+        ids = sorted(found)
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            rows = self.db.execute(
+                f"SELECT {_SIGNATURE_COLUMNS} FROM documents WHERE id IN ({','.join('?' * len(chunk))}) "
+                "AND scope = ? ORDER BY id",
+                [*chunk, scope],
+            ).fetchall()
+            for row in rows:
+                if self._may_match(probe, row):
+                    yield row[0], _row_fingerprint(row)
+
+    def _may_match(self, probe: Fingerprint, row: tuple) -> bool:
+        """Cheap necessary conditions: False only when no configured method can call it a match."""
+        methods = self._verify_methods
+        if set(methods) - {"spotsigs", "simhash", "exact"}:
+            return True  # other methods are verified in full
+        _, exact, sim, spot_size = row[:4]
+        if "exact" in methods and exact is not None and int.from_bytes(exact, "big") == probe.exact:
+            return True
+        cfg = self.config
+        if "spotsigs" in cfg.methods and spot_size and probe.spots.size:
+            small, large = sorted((spot_size, probe.spots.size))
+            if small >= cfg.spotsigs_threshold * large - 1e-9:
+                return True
+        if "simhash" not in cfg.methods or sim is None or probe.simhash is None:
+            return False
+        return (unsigned(sim) ^ probe.simhash).bit_count() <= cfg.simhash_distance
 
     # --- storage --------------------------------------------------------------------------
 
@@ -324,22 +440,29 @@ class SQLiteIndex:
         return self._scope_ids[name]
 
     def _record(
-        self, url: str, fp: Fingerprint, scope: str, match: Match | None, source: str | None
+        self,
+        url: str,
+        fp: Fingerprint,
+        scope: str,
+        match: Match | None,
+        source: str | None,
+        original_spots: SpotSet | None = None,
     ) -> Verdict:
         scope_id = self._scope_id(scope)
         status = "skipped" if not fp.judged else ("duplicate" if match else "unique")
-        spots = fp.spots
+        spots = spots32(fp.spots) if original_spots is None else fp.spots
         row = {
             "url": url, "title": fp.title or None, "source": source, "scope": scope_id,
             "seen_at": time.time(), "status": status,
             "skip_reason": fp.skip_reason, "tokens": fp.token_count, "language": fp.language,
             "duplicate_of": match[0] if match else None, "similarity": match[1] if match else None,
             "method": match[2] if match else None,
-            "raw_hash": fp.raw_hash.to_bytes(16, "big") if fp.raw_hash is not None else None,
+            "raw_hash": signed(fp.raw_hash >> 64) if fp.raw_hash is not None else None,
             "exact": fp.exact.to_bytes(16, "big") if fp.exact is not None else None,
             "simhash": signed(fp.simhash) if fp.simhash is not None else None,
             "spot_size": spots.size if fp.judged else None,
-            "spots": _spots_blob(spots) if fp.judged and len(spots) else None,
+            # A duplicate's spots are never loaded again: its Jaccard is recorded already.
+            "spots": _spots_blob(spots) if status == "unique" and len(spots) else None,
             "minhash": _blob(fp.minhash, "<u4"),
             "minhash_bands": _blob(fp.minhash_bands, "<u8"),
             "super_shingles": _blob(fp.super_shingles, "<u8"),
@@ -351,7 +474,7 @@ class SQLiteIndex:
             f"INSERT INTO documents ({cols}) VALUES ({', '.join('?' * len(row))})", list(row.values())
         ).lastrowid
         if status == "unique":
-            self._post(doc_id, fp, scope_id)
+            self._post(doc_id, fp, spots, scope_id)
         if self.config.keep_text and fp.text:
             text = fp.text[: self.config.keep_text].encode("utf-8", errors="replace")
             self.db.execute("INSERT INTO texts VALUES (?, ?)", (doc_id, zlib.compress(text, 6)))
@@ -364,39 +487,15 @@ class SQLiteIndex:
             similarity=match[1] if match else None, method=match[2] if match else None,
         )  # fmt: skip
 
-    def _post(self, doc_id: int, fp: Fingerprint, scope: int) -> None:
-        keys = self._lookup_keys(fp)
-        self.db.executemany(
-            "INSERT OR IGNORE INTO lookup_keys VALUES (?, ?, ?, ?)",
-            [(k, scope, key, doc_id) for k, key in keys],
-        )
-        if "spotsigs" in self.config.methods and fp.spots.size:
-            tau = self.config.spotsigs_threshold
-            part = partition_of(fp.spots.size, tau)
+    def _post(self, doc_id: int, fp: Fingerprint, spots: SpotSet, scope: int) -> None:
+        keys = self._lookup_keys(fp, scope, posting=True)
+        if "spotsigs" in self.config.methods and spots.size:
+            part = partition_of(spots.size, self.config.spotsigs_threshold)
             self.db.executemany(
-                "INSERT OR IGNORE INTO spot_postings VALUES (?, ?, ?, ?)",
-                [(scope, part, signed(int(s)), doc_id) for s in prefix(fp.spots, tau)],
+                "INSERT OR IGNORE INTO spot_postings VALUES (?, ?)",
+                [(k, doc_id) for k in self._spot_keys(spots, scope, range(part, part + 1))],
             )
-
-    def _load(self, doc_id: int) -> Fingerprint:
-        """The stored signatures of a document, enough to verify it against a new page."""
-        row = self.db.execute(
-            "SELECT exact, simhash, spots, minhash, minhash_bands, super_shingles, imatch, ksentence, "
-            "tokens, language FROM documents WHERE id = ?",
-            (doc_id,),
-        ).fetchone()
-        exact, sim, spots, mh, bands, sup, im, ks, tokens, language = row
-        return Fingerprint(
-            token_count=tokens, language=language or "und",
-            exact=int.from_bytes(exact, "big") if exact else None,
-            simhash=unsigned(sim) if sim is not None else None,
-            spots=_blob_spots(spots),
-            minhash=np.frombuffer(mh, dtype="<u4").astype(np.uint32) if mh else None,
-            minhash_bands=tuple(int(x) for x in np.frombuffer(bands, dtype="<u8")) if bands else (),
-            super_shingles=np.frombuffer(sup, dtype="<u8").astype(np.uint64) if sup else None,
-            imatch=tuple(int(x) for x in np.frombuffer(im, dtype="<u8")) if im else (),
-            ksentence=unsigned(ks) if ks is not None else None,
-        )  # fmt: skip
+        self.db.executemany("INSERT OR IGNORE INTO lookup_keys VALUES (?, ?)", [(k, doc_id) for k in keys])
 
     # --- reading --------------------------------------------------------------------------
 
@@ -468,13 +567,39 @@ def _blob(values: np.ndarray | tuple[int, ...] | None, dtype: str) -> bytes | No
 
 
 def _spots_blob(spots: SpotSet) -> bytes:
-    return spots.hashes.astype("<u8").tobytes() + spots.counts.astype("<u4").tobytes()
+    """32-bit spots, then their counts in one byte each (two when a count exceeds 255)."""
+    wide = int(spots.counts.max()) > 255
+    counts = np.minimum(spots.counts, 65535).astype("<u2" if wide else "u1")
+    return (b"\x02" if wide else b"\x01") + spots.hashes.astype("<u4").tobytes() + counts.tobytes()
 
 
 def _blob_spots(blob: bytes | None) -> SpotSet:
     if not blob:
         return SpotSet(np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.uint32))
-    n = len(blob) // 12
-    hashes = np.frombuffer(blob[: 8 * n], dtype="<u8").astype(np.uint64)
-    counts = np.frombuffer(blob[8 * n :], dtype="<u4").astype(np.uint32)
+    width = blob[0]
+    n = (len(blob) - 1) // (4 + width)
+    hashes = np.frombuffer(blob, dtype="<u4", count=n, offset=1).astype(np.uint64)
+    counts = np.frombuffer(blob, dtype="<u2" if width == 2 else "u1", offset=1 + 4 * n).astype(np.uint32)
     return SpotSet(hashes, counts)
+
+
+_SIGNATURE_COLUMNS = (
+    "id, exact, simhash, spot_size, spots, minhash, minhash_bands, super_shingles, imatch, ksentence, "
+    "tokens, language"
+)
+
+
+def _row_fingerprint(row: tuple) -> Fingerprint:
+    """The stored signatures of a document (``_SIGNATURE_COLUMNS``), enough to verify a pair."""
+    _, exact, sim, _, spots, mh, bands, sup, im, ks, tokens, language = row
+    return Fingerprint(
+        token_count=tokens, language=language or "und",
+        exact=int.from_bytes(exact, "big") if exact else None,
+        simhash=unsigned(sim) if sim is not None else None,
+        spots=_blob_spots(spots),
+        minhash=np.frombuffer(mh, dtype="<u4").astype(np.uint32) if mh else None,
+        minhash_bands=tuple(int(x) for x in np.frombuffer(bands, dtype="<u8")) if bands else (),
+        super_shingles=np.frombuffer(sup, dtype="<u8").astype(np.uint64) if sup else None,
+        imatch=tuple(int(x) for x in np.frombuffer(im, dtype="<u8")) if im else (),
+        ksentence=unsigned(ks) if ks is not None else None,
+    )  # fmt: skip
