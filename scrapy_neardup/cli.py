@@ -23,6 +23,9 @@ from .detector import Detector
 from .exceptions import InputError, NearDupError
 from .fingerprint import Fingerprint, fingerprint
 from .index import SQLiteIndex
+from .report import FORMATS, format_for, render_report, write_report
+from .report.clusters import CANONICAL_POLICIES
+from .report.html_report import TEXT_BUDGET
 from .report.json_report import json_report
 from .sources import Page, read_page_file, read_pages
 from .verify import DECISION_ORDER, Comparison, compare
@@ -97,11 +100,35 @@ def build_parser() -> argparse.ArgumentParser:
     scan.set_defaults(run=run_scan)
 
     report = commands.add_parser(
-        "report", help="write the duplicate report of an index", description="Write the duplicate report."
+        "report",
+        help="write the duplicate report of an index",
+        description="Write the duplicate report of an index file: a self-contained HTML page with charts, "
+        "JSON (clusters and members) or CSV (one row per page). It reads the index alone, so it works "
+        "after any crawl or scan, also on an index from another machine.",
     )
     report.add_argument("--db", required=True, help="the index file")
-    report.add_argument("--format", choices=["json"], default="json", help="report format (default: json)")
+    report.add_argument(
+        "--format",
+        choices=FORMATS,
+        help="report format (default: from the -o suffix, .html/.json/.csv, else json)",
+    )
+    report.add_argument(
+        "--canonical",
+        choices=list(CANONICAL_POLICIES),
+        default="first-seen",
+        help="which page of a cluster is canonical: "
+        + "; ".join(f"{k}: {v}" for k, v in CANONICAL_POLICIES.items())
+        + " (default: first-seen)",
+    )
     report.add_argument("-o", "--output", help="write here instead of standard output")
+    report.add_argument(
+        "--text-budget",
+        type=int,
+        default=TEXT_BUDGET,
+        metavar="CHARS",
+        help="HTML only: characters of page text embedded for the side-by-side view, largest clusters "
+        f"first (default: {TEXT_BUDGET:,})",
+    )
     report.set_defaults(run=run_report)
     return parser
 
@@ -243,12 +270,18 @@ def run_scan(args: argparse.Namespace) -> int:
 def run_report(args: argparse.Namespace) -> int:
     if not Path(args.db).exists():
         raise InputError(f"{args.db}: no such index file")
-    with SQLiteIndex.open_existing(args.db) as index:
-        text = json.dumps(json_report(index), indent=2, ensure_ascii=False)
+    if args.text_budget < 0:
+        raise InputError(f"--text-budget: must be 0 or more, got {args.text_budget}")
+    fmt = args.format or (format_for(args.output) if args.output else "json")
+    progress = sys.stderr.isatty()
     if args.output:
-        Path(args.output).write_text(text + "\n", encoding="utf-8")
-    else:
-        print(text)
+        out = write_report(args.db, args.output, fmt, args.canonical, progress, text_budget=args.text_budget)
+        print(f"wrote the {fmt} report of {args.db} to {out}", file=sys.stderr)
+        return 0
+    with SQLiteIndex.open_existing(args.db) as index:
+        if fmt == "csv":
+            sys.stdout.reconfigure(newline="")
+        render_report(index, sys.stdout, fmt, args.canonical, progress, Path(args.db).name, args.text_budget)
     return 0
 
 

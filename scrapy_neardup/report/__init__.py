@@ -1,1 +1,109 @@
-"""Duplicate reports: clusters read from an index file alone, so any crawl or scan can be reported."""
+"""Duplicate reports: clusters read from an index file alone, so any crawl or scan can be reported.
+
+``write_report`` is the one entry point for the command line, the crawl's report at close
+and the ``scrapy neardup-report`` command: HTML (self-contained, with charts), JSON or CSV.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+from typing import TextIO
+
+from ..exceptions import ConfigError, IndexFileError
+from ..index import SQLiteIndex
+from .clusters import CANONICAL_POLICIES, ClusterSet, check_policy, load_clusters
+from .csv_report import write_csv
+from .html_report import TEXT_BUDGET, write_html
+from .json_report import json_report, write_json
+from .progress import Progress
+
+FORMATS = ("html", "json", "csv")
+SUFFIXES = {".html": "html", ".htm": "html", ".json": "json", ".csv": "csv"}
+
+__all__ = [
+    "CANONICAL_POLICIES",
+    "FORMATS",
+    "ClusterSet",
+    "Progress",
+    "format_for",
+    "json_report",
+    "load_clusters",
+    "render_report",
+    "write_report",
+]
+
+
+def check_format(fmt: str) -> str:
+    if fmt not in FORMATS:
+        raise ConfigError(
+            "NEARDUP_REPORT_FORMAT (--format)", f"unknown report format {fmt!r}; use {', '.join(FORMATS)}"
+        )
+    return fmt
+
+
+def format_for(path: str | Path, default: str = "json") -> str:
+    """The format a report file's suffix asks for (``report.html`` -> html), else ``default``."""
+    return SUFFIXES.get(Path(path).suffix.lower(), default)
+
+
+def render_report(
+    index: SQLiteIndex,
+    handle: TextIO,
+    fmt: str = "html",
+    canonical: str = "first-seen",
+    progress: bool | Progress = False,
+    source: str = "",
+    text_budget: int = TEXT_BUDGET,
+) -> ClusterSet:
+    """Write the report of an open index to a text handle (CSV wants one opened with ``newline=''``)."""
+    check_format(fmt)
+    check_policy(canonical)
+    bar = progress if isinstance(progress, Progress) else Progress(enabled=progress)
+    clusters = load_clusters(index, canonical, bar)
+    if fmt == "json":
+        write_json(clusters, handle, bar)
+    elif fmt == "csv":
+        write_csv(clusters, index, handle, bar)
+    else:
+        write_html(clusters, index, handle, bar, source=source, text_budget=text_budget)
+    return clusters
+
+
+def write_report(
+    db_path: str | os.PathLike[str],
+    out_path: str | os.PathLike[str],
+    fmt: str = "html",
+    canonical: str = "first-seen",
+    progress: bool = False,
+    *,
+    text_budget: int = TEXT_BUDGET,
+) -> Path:
+    """Write the report of the index file ``db_path`` to ``out_path`` and return that path.
+
+    The file appears whole or not at all (written beside it, then renamed), so a report
+    being rewritten at the end of each crawl is never seen half-written. ``progress`` draws
+    a bar on standard error.
+    """
+    check_format(fmt)
+    check_policy(canonical)
+    db, out = Path(db_path), Path(out_path)
+    if not db.is_file():
+        raise IndexFileError(db, "no such index file")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    try:
+        with (
+            os.fdopen(fd, "w", encoding="utf-8", newline="" if fmt == "csv" else None) as handle,
+            SQLiteIndex.open_existing(db) as index,
+        ):
+            render_report(index, handle, fmt, canonical, progress, source=db.name, text_budget=text_budget)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return out

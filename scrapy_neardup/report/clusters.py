@@ -1,10 +1,30 @@
-"""Duplicate edges joined into clusters (union-find), with a canonical member per cluster."""
+"""Duplicate edges joined into clusters (union-find), with the canonical member chosen by a policy.
+
+The report reads the index in two streamed passes: the duplicate edges (only pages in a
+cluster enter the union-find), then the documents (only clustered pages are kept). Memory
+therefore grows with the clusters, never with the pages that have no duplicate.
+"""
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
+
+from ..exceptions import ConfigError
+from ..index import Index
+from ..index.sqlite import SHAPING_KNOBS
+from .progress import Progress
+
+# Policy name -> what it keeps; the order is the one shown in help texts.
+CANONICAL_POLICIES: dict[str, str] = {
+    "first-seen": "the page seen first (the one the crawl kept)",
+    "shortest-url": "the shortest URL, ties to the first seen",
+    "https-first": "the first seen https:// page, else the first seen",
+    "longest-text": "the page with the most main-text tokens, ties to the first seen",
+}
 
 
 class UnionFind:
@@ -13,6 +33,9 @@ class UnionFind:
     def __init__(self) -> None:
         self.parent: dict[int, int] = {}
         self.size: dict[int, int] = {}
+
+    def __contains__(self, x: int) -> bool:
+        return x in self.parent
 
     def find(self, x: int) -> int:
         parent = self.parent
@@ -37,17 +60,16 @@ class UnionFind:
 
 @dataclass
 class Cluster:
-    """Documents joined by duplicate edges; ``canonical`` is the one to keep (first seen)."""
+    """Document ids joined by duplicate edges; ``canonical`` is the lowest id (first seen)."""
 
     canonical: int
     members: list[int] = field(default_factory=list)
 
 
 def build_clusters(edges: Iterable[tuple[int, int]]) -> list[Cluster]:
-    """Clusters from (document, duplicate_of) edges, largest first, then by canonical id.
+    """Clusters of ids from (document, duplicate_of) edges, largest first, then by canonical id.
 
     Chains join: A~B and B~C make one cluster even when A and C are not similar.
-    The canonical member is the first seen (lowest id), the page a crawl kept.
     """
     sets = UnionFind()
     for doc, other in edges:
@@ -58,3 +80,165 @@ def build_clusters(edges: Iterable[tuple[int, int]]) -> list[Cluster]:
     clusters = [Cluster(canonical=min(ids), members=sorted(ids)) for ids in groups.values()]
     clusters.sort(key=lambda c: (-len(c.members), c.canonical))
     return clusters
+
+
+@dataclass(slots=True)
+class Member:
+    """One clustered page as the report shows it; ``id`` order is the order the index saw pages."""
+
+    id: int
+    url: str
+    title: str | None = None
+    seen_at: float = 0.0
+    tokens: int = 0
+    duplicate_of: int | None = None
+    similarity: float | None = None
+    method: str | None = None
+
+
+@dataclass(slots=True)
+class ReportCluster:
+    """A numbered cluster: ``members[0]`` is the canonical page, the rest follow in the order seen."""
+
+    number: int
+    members: list[Member]
+
+    @property
+    def canonical(self) -> Member:
+        return self.members[0]
+
+    @property
+    def size(self) -> int:
+        return len(self.members)
+
+
+def check_policy(policy: str) -> str:
+    """The policy name, or a ConfigError naming the setting, the flag and the choices."""
+    if policy not in CANONICAL_POLICIES:
+        raise ConfigError(
+            "NEARDUP_CANONICAL (--canonical)",
+            f"unknown canonical policy {policy!r}; use one of {', '.join(CANONICAL_POLICIES)}",
+        )
+    return policy
+
+
+def policy_key(policy: str) -> Callable[[Member], tuple[Any, ...]]:
+    """The sort key whose smallest member is the canonical page; every key ends on the id, so ties
+    go to the page seen first and the choice never depends on the order pages were read."""
+    check_policy(policy)
+    if policy == "shortest-url":
+        return lambda m: (len(m.url), m.id)
+    if policy == "https-first":
+        return lambda m: (not m.url[:8].lower().startswith("https://"), m.id)
+    if policy == "longest-text":
+        return lambda m: (-m.tokens, m.id)
+    return lambda m: (m.id,)
+
+
+def cluster_members(
+    edges: Iterable[tuple[int, int]], documents: Iterable[Member], policy: str = "first-seen"
+) -> list[ReportCluster]:
+    """Numbered clusters from (document, duplicate_of) edges and the documents' records.
+
+    ``documents`` may hold every page; only those on an edge are kept. Clusters are numbered
+    largest first, then by their first-seen member, so numbers do not change with the policy.
+    """
+    key = policy_key(policy)
+    sets = UnionFind()
+    for doc, other in edges:
+        sets.union(doc, other)
+    groups: dict[int, list[Member]] = defaultdict(list)
+    for member in documents:
+        if member.id in sets:
+            groups[sets.find(member.id)].append(member)
+    del sets  # the union-find is as large as the clusters: free it before the report is written
+    ordered = sorted(groups.values(), key=lambda ms: (-len(ms), min(m.id for m in ms)))
+    clusters = []
+    for number, members in enumerate(ordered, start=1):
+        members.sort(key=lambda m: m.id)
+        canonical = min(members, key=key)
+        members.remove(canonical)
+        clusters.append(ReportCluster(number, [canonical, *members]))
+    return clusters
+
+
+@dataclass
+class ClusterSet:
+    """Everything the three formats need: counts by status, the clusters, and the index's settings."""
+
+    policy: str
+    clusters: list[ReportCluster]
+    documents: int
+    unique: int
+    duplicates: int
+    skipped: int
+    settings: dict[str, Any]
+    thresholds: dict[str, float]
+
+    def members_by_id(self) -> dict[int, tuple[ReportCluster, Member]]:
+        """Each clustered page's cluster and record (the CSV looks up every row here)."""
+        return {m.id: (c, m) for c in self.clusters for m in c.members}
+
+
+def similarity_thresholds(config: Any) -> dict[str, float]:
+    """Each method's threshold on the 0-to-1 similarity the index records for it (see ``verify``)."""
+    return {
+        "exact": 1.0,
+        "ksentence": 1.0,
+        "spotsigs": float(config.spotsigs_threshold),
+        "simhash": 1.0 - config.simhash_distance / 64,
+        "minhash": float(config.minhash_threshold),
+        "shingles": config.shingles_min_agree / 6,
+        "imatch": 1.0 / (1 + config.imatch_lexicons),
+    }
+
+
+def index_settings(config: Any) -> dict[str, Any]:
+    """The settings an index was built with (those it stores and checks), as plain JSON values."""
+
+    def plain(value: Any) -> Any:
+        return [plain(v) for v in value] if isinstance(value, (tuple, list)) else value
+
+    values = {name: plain(getattr(config, name)) for name in SHAPING_KNOBS}
+    values["minhash_lsh"] = plain(config.minhash_lsh)
+    return values
+
+
+def load_clusters(index: Index, policy: str = "first-seen", progress: Progress | None = None) -> ClusterSet:
+    """Stream an index into a ClusterSet: one pass over the duplicate edges, one over the documents."""
+    check_policy(policy)
+    progress = progress or Progress(enabled=False)
+    stats = index.stats()
+    counts = {"unique": 0, "duplicate": 0, "skipped": 0}
+    intern = sys.intern  # a handful of method names shared by every member
+
+    def edges() -> Iterator[tuple[int, int]]:
+        progress.start("clustering duplicate edges", stats["duplicates"])
+        for doc, other, _sim, _method in index.duplicate_edges():
+            progress.tick()
+            yield doc, other
+        progress.finish()
+
+    def members() -> Iterator[Member]:
+        progress.start("reading documents", stats["documents"])
+        for r in index.documents():
+            progress.tick()
+            counts[r["status"]] = counts.get(r["status"], 0) + 1
+            yield Member(
+                r["id"], r["url"], r["title"], r["seen_at"], r["tokens"], r["duplicate_of"],
+                r["similarity"], intern(r["method"]) if r["method"] else None,
+            )  # fmt: skip
+        progress.finish()
+
+    clusters = cluster_members(edges(), members(), policy)
+    config = getattr(index, "config", None)
+    return ClusterSet(
+        policy=policy,
+        clusters=clusters,
+        documents=sum(counts.values()),
+        unique=counts["unique"],
+        duplicates=counts["duplicate"],
+        skipped=counts["skipped"],
+        settings=index_settings(config) if config is not None else {},
+        thresholds=similarity_thresholds(config) if config is not None else {},
+    )

@@ -1,40 +1,69 @@
-"""The JSON report: documents, duplicates and clusters with their canonical page and members."""
+"""The JSON report: counts, the canonical policy and settings, and the clusters with their members.
+
+``write_json`` streams one cluster at a time (one per line inside the ``clusters`` array), so
+a report of a million-page index is never held as one string; ``json_report`` returns the
+same object as a dict for callers that want it in memory (the scan summary, tests).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Any, TextIO
 
 from ..index import Index
-from .clusters import build_clusters
+from .clusters import ClusterSet, ReportCluster, load_clusters
+from .progress import Progress
 
 
-def json_report(index: Index) -> dict[str, Any]:
-    """The report as a plain dict (the schema is documented in the README)."""
-    edges = list(index.duplicate_edges())
-    clusters = build_clusters((doc, other) for doc, other, _, _ in edges)
-    in_cluster = {doc for cluster in clusters for doc in cluster.members}
-    records = {r["id"]: r for r in index.documents() if r["id"] in in_cluster}
-    stats = index.stats()
-
-    def member(doc_id: int) -> dict[str, Any]:
-        record = records[doc_id]
-        original = records.get(record["duplicate_of"]) if record["duplicate_of"] else None
-        return {
-            "url": record["url"], "duplicate_of": original["url"] if original else None,
-            "similarity": record["similarity"], "method": record["method"], "seen_at": record["seen_at"],
-        }  # fmt: skip
-
+def header(clusters: ClusterSet) -> dict[str, Any]:
+    """The report's keys other than ``clusters``."""
     return {
-        "documents": stats["documents"],
-        "duplicates": stats["duplicates"],
-        "skipped": stats["skipped"],
-        "clusters": [
+        "documents": clusters.documents,
+        "duplicates": clusters.duplicates,
+        "skipped": clusters.skipped,
+        "unique": clusters.unique,
+        "canonical_policy": clusters.policy,
+        "settings": clusters.settings,
+    }
+
+
+def cluster_json(cluster: ReportCluster) -> dict[str, Any]:
+    """One cluster: its number, canonical URL, size and members (canonical first)."""
+    urls = {m.id: m.url for m in cluster.members}
+    return {
+        "id": cluster.number,
+        "canonical": cluster.canonical.url,
+        "size": cluster.size,
+        "members": [
             {
-                "id": number,
-                "canonical": records[c.canonical]["url"],
-                "size": len(c.members),
-                "members": [member(doc) for doc in c.members],
+                "url": m.url,
+                "title": m.title,
+                "duplicate_of": urls.get(m.duplicate_of) if m.duplicate_of else None,
+                "similarity": m.similarity,
+                "method": m.method,
+                "seen_at": m.seen_at,
             }
-            for number, c in enumerate(clusters, start=1)
+            for m in cluster.members
         ],
     }
+
+
+def write_json(clusters: ClusterSet, handle: TextIO, progress: Progress | None = None) -> None:
+    """Write the report to ``handle``, a cluster per line, largest first."""
+    progress = progress or Progress(enabled=False)
+    head = json.dumps(header(clusters), indent=2, ensure_ascii=False)
+    handle.write(head[:-2] + ',\n  "clusters": [')
+    progress.start("writing JSON", len(clusters.clusters))
+    for i, cluster in enumerate(clusters.clusters):
+        handle.write(
+            ("\n    " if i == 0 else ",\n    ") + json.dumps(cluster_json(cluster), ensure_ascii=False)
+        )
+        progress.tick()
+    handle.write("\n  ]\n}\n" if clusters.clusters else "]\n}\n")
+    progress.finish()
+
+
+def json_report(index: Index, canonical: str = "first-seen") -> dict[str, Any]:
+    """The whole report as a plain dict (the schema is documented in the README)."""
+    clusters = load_clusters(index, canonical)
+    return {**header(clusters), "clusters": [cluster_json(c) for c in clusters.clusters]}
