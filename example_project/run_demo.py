@@ -1,0 +1,219 @@
+"""Serve the bundled news site on 127.0.0.1, crawl it with scrapy-neardup on, and show what it found.
+
+    python example_project/run_demo.py [--check] [-- SCRAPY_CRAWL_ARGS ...]
+
+The site in ``site/`` is served by ``http.server`` on a free port in a background thread; the
+crawl is ``scrapy crawl news -a start_url=...`` run with this Python from this folder, so it
+uses the project's settings (``newsdemo/settings.py``: the add-on in drop mode). Every run
+starts from an empty index in ``output/``. Afterwards the script prints the ``neardup/*``
+stats, the duplicate clusters the index holds, the paths of the items feed, the index and the
+HTML report, and compares the stored items with the site's ground truth (``site/truth.json``).
+
+Exit status: 0 when the crawl finished cleanly; 1 when it failed (scrapy's exit status, no
+stats, a finish reason other than ``finished``, errors in the log, or no page checked by
+scrapy-neardup); with ``--check``, also 1 when the stored items differ from the ground truth.
+Arguments after ``--`` go to ``scrapy crawl`` (e.g. ``-- -s NEARDUP_WORKERS=2``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+HERE = Path(__file__).resolve().parent
+SITE = HERE / "site"
+OUTPUT = HERE / "output"
+DB = OUTPUT / "neardup.db"
+ITEMS = OUTPUT / "items.jsonl"
+REPORT = OUTPUT / "report.html"
+STATS = OUTPUT / "stats.json"
+LOG = OUTPUT / "crawl.log"
+CRAWL_TIMEOUT = 300
+
+
+class QuietHandler(SimpleHTTPRequestHandler):
+    """Serves ``site/`` without logging every request to the terminal."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def serve(directory: Path) -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(QuietHandler, directory=str(directory)))
+    threading.Thread(target=server.serve_forever, name="site-server", daemon=True).start()
+    return server
+
+
+def clean_output() -> None:
+    """Start from an empty index: the URLs carry a new port each run, so old entries would match."""
+    OUTPUT.mkdir(exist_ok=True)
+    for path in (ITEMS, REPORT, STATS, LOG):
+        path.unlink(missing_ok=True)
+    for path in OUTPUT.glob(DB.name + "*"):  # the database with its -wal and -shm files
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+
+
+def crawl(start_url: str, extra: list[str]) -> tuple[int, float]:
+    command = [
+        sys.executable,
+        "-m",
+        "scrapy",
+        "crawl",
+        "news",
+        "-a",
+        f"start_url={start_url}",
+        "-s",
+        f"LOG_FILE={LOG}",
+        *extra,
+    ]
+    print("$ scrapy crawl news -a start_url=" + start_url, *extra)
+    started = time.monotonic()
+    try:
+        done = subprocess.run(command, cwd=HERE, timeout=CRAWL_TIMEOUT, check=False)
+    except subprocess.TimeoutExpired:
+        print(f"the crawl did not finish within {CRAWL_TIMEOUT} s", file=sys.stderr)
+        return 1, time.monotonic() - started
+    return done.returncode, time.monotonic() - started
+
+
+def site_path(url: str) -> str:
+    parts = urlsplit(url)
+    return parts.path + (f"?{parts.query}" if parts.query else "")
+
+
+def read_items() -> list[dict[str, Any]]:
+    if not ITEMS.exists():
+        return []
+    return [json.loads(line) for line in ITEMS.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def clusters() -> list[dict[str, Any]]:
+    """The duplicate clusters of the index, through the documented ``scrapy-neardup report`` command."""
+    cli = Path(sys.executable).parent / "scrapy-neardup"
+    if not DB.exists() or not cli.exists():
+        return []
+    done = subprocess.run(
+        [str(cli), "report", "--db", str(DB), "--format", "json"], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        return []
+    return json.loads(done.stdout).get("clusters", [])
+
+
+def print_stats(stats: dict[str, Any], seconds: float, items: list[dict[str, Any]]) -> None:
+    responses = stats.get("downloader/response_count", 0)
+    print(f"\nCrawl finished in {seconds:.1f} s: {responses} responses, {len(items)} items stored.\n")
+    neardup = {key: value for key, value in stats.items() if key.startswith("neardup/")}
+    width = max((len(key) for key in neardup), default=10)
+    print("scrapy-neardup stats:")
+    for key in sorted(neardup):
+        print(f"  {key:<{width}}  {neardup[key]}")
+
+
+def print_clusters(found: list[dict[str, Any]]) -> None:
+    if not found:
+        return
+    print(f"\nDuplicate clusters in the index ({len(found)}; the page kept first, '=' exact, '~' near):")
+    for cluster in found:
+        members = cluster["members"]
+        print(f"  {site_path(cluster['canonical'])}")
+        for member in members[1:]:
+            method = member.get("method") or "?"
+            mark = "=" if method == "exact" else "~"
+            similarity = member.get("similarity")
+            detail = method if similarity is None or method == "exact" else f"{method} {similarity:.2f}"
+            print(f"    {mark} {site_path(member['url'])}  ({detail})")
+
+
+def check_truth(items: list[dict[str, Any]]) -> list[str]:
+    """Compare the stored items with site/truth.json (drop mode); return the differences."""
+    truth = json.loads((SITE / "truth.json").read_text(encoding="utf-8"))["pages"]
+    stored = [site_path(item["url"]) for item in items]
+    problems = [f"stored twice: {path}" for path in sorted({p for p in stored if stored.count(p) > 1})]
+    for path, expected in sorted(truth.items()):
+        html = expected.get("reason") != "not_html"
+        kept = path in stored
+        if expected["expect"] == "duplicate" and kept:
+            problems.append(f"duplicate stored: {path} (a copy of {expected['of']})")
+        elif expected["expect"] != "duplicate" and html and not kept:
+            problems.append(f"missing: {path} ({expected['expect']})")
+    problems += [f"not in the ground truth: {path}" for path in sorted(set(stored) - set(truth))]
+    return problems
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 when the items differ from the truth")
+    parser.add_argument("scrapy_args", nargs="*", help="after --: extra arguments for scrapy crawl")
+    args = parser.parse_args()
+
+    clean_output()
+    server = serve(SITE)
+    start_url = f"http://127.0.0.1:{server.server_address[1]}/"
+    print(f"Serving {SITE.relative_to(HERE.parent)}/ at {start_url}")
+    try:
+        code, seconds = crawl(start_url, args.scrapy_args)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+    stats = json.loads(STATS.read_text(encoding="utf-8")) if STATS.exists() else {}
+    failures = []
+    if code != 0:
+        failures.append(f"scrapy exited with status {code}")
+    if not stats:
+        failures.append(f"no stats were written to {STATS}")
+    elif stats.get("finish_reason") != "finished":
+        failures.append(f"finish reason: {stats.get('finish_reason')}")
+    if stats.get("log_count/ERROR", 0):
+        failures.append(f"{stats['log_count/ERROR']} errors in the log")
+    if stats and not stats.get("neardup/checked"):
+        failures.append("scrapy-neardup checked no page (is the add-on enabled in newsdemo/settings.py?)")
+
+    items = read_items()
+    if stats:
+        print_stats(stats, seconds, items)
+        print_clusters(clusters())
+
+    def show(path: Path) -> Path:
+        return path.relative_to(HERE.parent)
+
+    print()
+    print(f"Items:  {show(ITEMS)}" if ITEMS.exists() else "Items:  (none written)")
+    print(f"Index:  {show(DB)}" if DB.exists() else "Index:  (none written)")
+    print(f"Report: {show(REPORT)}" if REPORT.exists() else "Report: (none written; is NEARDUP_REPORT set?)")
+    print(f"Log:    {show(LOG)}")
+
+    problems = check_truth(items) if stats else []
+    truth_pages = len(json.loads((SITE / "truth.json").read_text(encoding="utf-8"))["pages"])
+    if problems:
+        print(f"\nGround truth (site/truth.json): {len(problems)} differences:")
+        for problem in problems:
+            print(f"  {problem}")
+    elif stats:
+        print(f"\nGround truth (site/truth.json): all {truth_pages} URLs as expected.")
+
+    if failures:
+        print("\nThe crawl FAILED: " + "; ".join(failures), file=sys.stderr)
+        if LOG.exists():
+            tail = LOG.read_text(encoding="utf-8", errors="replace").splitlines()[-30:]
+            print("Last lines of the log:\n" + "\n".join(tail), file=sys.stderr)
+        return 1
+    return 1 if args.check and problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
