@@ -116,7 +116,7 @@
     var methods = {}, hosts = {}, low = null, high = null;
     members.forEach(function (m) {
       if (m[METHOD] >= 0) methods[methodName(m[METHOD])] = true;
-      hosts[data.hosts[m[HOST]][0]] = true;
+      hosts[data.hosts[m[HOST]][0] || "(no host)"] = true;
       if (m[SIM] !== null) {
         low = low === null ? m[SIM] : Math.min(low, m[SIM]);
         high = high === null ? m[SIM] : Math.max(high, m[SIM]);
@@ -224,13 +224,15 @@
     });
     var wrap = el("div");
     var legend = el("p", "legend note");
-    legend.appendChild(el("span", "del", removed.toLocaleString() + " words only in the canonical page"));
-    legend.appendChild(el("span", "ins", added.toLocaleString() + " words only in this member"));
+    legend.appendChild(el("span", "del", words(removed) + " only in the canonical page"));
+    legend.appendChild(el("span", "ins", words(added) + " only in this member"));
     legend.appendChild(el("span", "", "(the first characters of each main text, as kept in the index)"));
     wrap.appendChild(legend);
     wrap.appendChild(box);
     return wrap;
   }
+
+  function words(n) { return n.toLocaleString() + (n === 1 ? " word" : " words"); }
 
   function pane(title) {
     var root = el("div", "pane"), text = el("div", "text");

@@ -1,0 +1,162 @@
+"""Report benchmark: time and peak memory of the HTML, JSON and CSV reports over large indexes.
+
+The indexes are real SQLiteIndex files of synthetic pages from ``corpus.build_index`` (a
+share of them near-duplicate variants), built once and kept under ``benchmarks/out/``.
+Each report runs in a fresh process, so its peak resident memory (``ru_maxrss``) is its
+own; the baseline line is the same process after the imports, before any report work.
+
+    .venv/bin/python benchmarks/bench_report.py                        # 100,000 and 1,000,000 documents
+    .venv/bin/python benchmarks/bench_report.py --sizes 2000 --json out.json
+
+Target (issue 5): a 1,000,000-document index reports in under 60 seconds in every format.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+FORMATS = ("html", "json", "csv")
+TARGET_SECONDS = 60.0
+TARGET_DOCS = 1_000_000
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory in MiB (Linux reports kilobytes)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def ensure_index(path: Path, n_docs: int, seed: int, workers: int) -> dict:
+    """The index of ``n_docs`` synthetic pages at ``path``, built when missing or of another size."""
+    from scrapy_neardup.index import SQLiteIndex
+
+    if path.exists():
+        try:
+            with SQLiteIndex.open_existing(path) as index:
+                stats = index.stats()
+            if stats["documents"] == n_docs:
+                return stats
+        except Exception as exc:  # a half-built file from a killed run: build it again
+            print(f"rebuilding {path}: {exc}", file=sys.stderr)
+        for leftover in path.parent.glob(path.name + "*"):
+            leftover.unlink()
+    from corpus import build_index
+
+    print(f"building {path} with {n_docs:,} documents (once; kept for later runs) ...", flush=True)
+    started = time.perf_counter()
+    tmp = path.with_name(path.name + ".building")
+    for leftover in path.parent.glob(tmp.name + "*"):
+        leftover.unlink()
+    stats = build_index(tmp, n_docs, seed=seed, workers=workers)
+    for suffix in ("", "-wal", "-shm"):
+        if Path(str(tmp) + suffix).exists():
+            os.replace(str(tmp) + suffix, str(path) + suffix)
+    print(f"built in {time.perf_counter() - started:,.0f} s: {stats}", flush=True)
+    return stats
+
+
+def child(db: str, fmt: str, out: str) -> None:
+    """One report in this process; prints its figures as one JSON line."""
+    from scrapy_neardup.report import write_report
+
+    baseline = peak_rss_mb()
+    started = time.perf_counter()
+    write_report(db, out, fmt, progress=sys.stderr.isatty())
+    seconds = time.perf_counter() - started
+    print(json.dumps({
+        "seconds": seconds, "peak_rss_mb": peak_rss_mb(), "baseline_rss_mb": baseline,
+        "output_mb": Path(out).stat().st_size / 2**20,
+    }))  # fmt: skip
+
+
+def run_one(db: Path, fmt: str, out_dir: Path) -> dict:
+    out = out_dir / f"{db.stem}.{fmt}"
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", str(db), fmt, str(out)],
+        stdout=subprocess.PIPE,
+        text=True,
+        check=True,
+    )
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    out.unlink()  # a million-row CSV is not worth keeping
+    return result
+
+
+def clustered(db: Path) -> tuple[int, int]:
+    """(clusters, pages in clusters) of an index: the structure the report holds in memory."""
+    from scrapy_neardup.index import SQLiteIndex
+    from scrapy_neardup.report.clusters import build_clusters
+
+    with SQLiteIndex.open_existing(db) as index:
+        clusters = build_clusters((a, b) for a, b, _, _ in index.duplicate_edges())
+    return len(clusters), sum(len(c.members) for c in clusters)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="100000,1000000", help="index sizes in documents, comma-separated")
+    parser.add_argument("--formats", default=",".join(FORMATS), help="report formats, comma-separated")
+    parser.add_argument("--out-dir", type=Path, default=HERE / "out", help="where indexes and reports go")
+    parser.add_argument("--seed", type=int, default=1, help="corpus seed")
+    parser.add_argument("--workers", type=int, default=2, help="fingerprinting processes while building")
+    parser.add_argument("--build-only", action="store_true", help="build the indexes, report nothing")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--child", nargs=3, metavar=("DB", "FORMAT", "OUT"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        child(*args.child)
+        return 0
+    sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
+    formats = [f.strip() for f in args.formats.split(",") if f.strip()]
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for n in sizes:
+        db = args.out_dir / f"report-{n}-seed{args.seed}.db"
+        stats = ensure_index(db, n, args.seed, args.workers)
+        if args.build_only:
+            continue
+        n_clusters, n_clustered = clustered(db)
+        for fmt in formats:
+            result = run_one(db, fmt, args.out_dir)
+            rows.append({
+                "documents": stats["documents"], "duplicates": stats["duplicates"], "clusters": n_clusters,
+                "clustered_pages": n_clustered, "index_mb": stats["bytes"] / 2**20, "format": fmt, **result,
+            })  # fmt: skip
+            print(
+                f"{stats['documents']:>9,} docs  {fmt:<4}  {result['seconds']:7.1f} s  "
+                f"peak {result['peak_rss_mb']:7.0f} MiB (baseline {result['baseline_rss_mb']:.0f})  "
+                f"output {result['output_mb']:7.1f} MiB",
+                flush=True,
+            )
+    if not rows:
+        return 0
+    print()
+    print("| documents | duplicates | clusters | pages in clusters | format | seconds | peak RSS MiB | output MiB |")
+    print("|---:|---:|---:|---:|---|---:|---:|---:|")
+    for r in rows:
+        print(
+            f"| {r['documents']:,} | {r['duplicates']:,} | {r['clusters']:,} | {r['clustered_pages']:,} | "
+            f"{r['format']} | {r['seconds']:.1f} | {r['peak_rss_mb']:.0f} | {r['output_mb']:.1f} |"
+        )
+    failed = [r for r in rows if r["documents"] >= TARGET_DOCS and r["seconds"] >= TARGET_SECONDS]
+    big = [r for r in rows if r["documents"] >= TARGET_DOCS]
+    if big:
+        verdict = "FAIL" if failed else "PASS"
+        print(f"\n{verdict}: every format under {TARGET_SECONDS:.0f} s at {TARGET_DOCS:,} documents")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2) + "\n")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
