@@ -103,7 +103,9 @@ def clustered(db: Path) -> tuple[int, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sizes", default="100000,1000000", help="index sizes in documents, comma-separated")
     parser.add_argument("--formats", default=",".join(FORMATS), help="report formats, comma-separated")
     parser.add_argument("--out-dir", type=Path, default=HERE / "out", help="where indexes and reports go")
@@ -141,7 +143,10 @@ def main(argv: list[str] | None = None) -> int:
     if not rows:
         return 0
     print()
-    print("| documents | duplicates | clusters | pages in clusters | format | seconds | peak RSS MiB | output MiB |")
+    print(
+        "| documents | duplicates | clusters | pages in clusters | format | seconds | peak RSS MiB "
+        "| output MiB |"
+    )
     print("|---:|---:|---:|---:|---|---:|---:|---:|")
     for r in rows:
         print(
