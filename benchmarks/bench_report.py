@@ -36,8 +36,12 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def ensure_index(path: Path, n_docs: int, seed: int, workers: int) -> dict:
-    """The index of ``n_docs`` synthetic pages at ``path``, built when missing or of another size."""
+def ensure_index(path: Path, n_docs: int, seed: int, workers: int, max_build: int) -> dict:
+    """The index of ``n_docs`` synthetic pages at ``path``, built when missing or of another size.
+
+    Up to ``max_build`` pages are generated through the detector (``corpus.build_index``);
+    a larger index is tiled from the ``max_build`` one (see ``tile_index``).
+    """
     from scrapy_neardup.index import SQLiteIndex
 
     if path.exists():
@@ -50,6 +54,14 @@ def ensure_index(path: Path, n_docs: int, seed: int, workers: int) -> dict:
             print(f"rebuilding {path}: {exc}", file=sys.stderr)
         for leftover in path.parent.glob(path.name + "*"):
             leftover.unlink()
+    if n_docs > max_build:
+        base = path.with_name(path.name.replace(f"-{n_docs}-", f"-{max_build}-"))
+        ensure_index(base, max_build, seed, workers, max_build)
+        print(f"tiling {path} with {n_docs:,} documents from {base.name} (once; kept) ...", flush=True)
+        started = time.perf_counter()
+        stats = tile_index(base, path, n_docs)
+        print(f"tiled in {time.perf_counter() - started:,.0f} s: {stats}", flush=True)
+        return stats
     from corpus import build_index
 
     print(f"building {path} with {n_docs:,} documents (once; kept for later runs) ...", flush=True)
@@ -63,6 +75,54 @@ def ensure_index(path: Path, n_docs: int, seed: int, workers: int) -> dict:
             os.replace(str(tmp) + suffix, str(path) + suffix)
     print(f"built in {time.perf_counter() - started:,.0f} s: {stats}", flush=True)
     return stats
+
+
+def tile_index(base: Path, path: Path, n_docs: int) -> dict:
+    """An index of ``n_docs`` pages made of copies of ``base``, each copy's ids and URLs shifted.
+
+    Generating a million pages through the detector takes hours on two shared cores; the
+    report only reads the documents and texts, so copies of a real generated index give it
+    the same rows, the same cluster shapes and the same file layout at any size. The copies
+    get no postings, so the file is for reporting, not for crawling on.
+    """
+    import shutil
+    import sqlite3
+
+    from scrapy_neardup.index import SQLiteIndex
+
+    tmp = path.with_name(path.name + ".building")
+    with SQLiteIndex.open_existing(base) as index:
+        index.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    shutil.copyfile(base, tmp)
+    con = sqlite3.connect(tmp, isolation_level=None)
+    try:
+        base_n, max_id = con.execute("SELECT COUNT(*), MAX(id) FROM documents").fetchone()
+        columns = [row[1] for row in con.execute("PRAGMA table_info(documents)")]
+        shifted = {"id": "id + :offset", "duplicate_of": "duplicate_of + :offset", "source": "NULL",
+                   "url": "replace(url, '/doc/', '/doc/t' || :copy || '/')"}  # fmt: skip
+        select = ", ".join(shifted.get(c, c) for c in columns)
+        copy = 1
+        while copy * base_n < n_docs:
+            rows = min(base_n, n_docs - copy * base_n)
+            last = con.execute(
+                "SELECT id FROM documents ORDER BY id LIMIT 1 OFFSET ?", (rows - 1,)
+            ).fetchone()[0]
+            params = {"offset": copy * max_id, "copy": copy, "last": last}
+            con.execute("BEGIN")
+            con.execute(
+                f"INSERT INTO documents ({', '.join(columns)}) SELECT {select} FROM documents "
+                "WHERE id <= :last ORDER BY id",
+                params,
+            )
+            con.execute("INSERT INTO texts SELECT doc + :offset, text FROM texts WHERE doc <= :last", params)
+            con.execute("COMMIT")
+            copy += 1
+            print(f"  tiled {min(copy * base_n, n_docs):,} of {n_docs:,} documents", flush=True)
+    finally:
+        con.close()
+    os.replace(tmp, path)
+    with SQLiteIndex.open_existing(path) as index:
+        return index.stats()
 
 
 def child(db: str, fmt: str, out: str) -> None:
@@ -111,6 +171,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out-dir", type=Path, default=HERE / "out", help="where indexes and reports go")
     parser.add_argument("--seed", type=int, default=1, help="corpus seed")
     parser.add_argument("--workers", type=int, default=2, help="fingerprinting processes while building")
+    parser.add_argument(
+        "--max-build",
+        type=int,
+        default=100_000,
+        help="largest index generated page by page; larger ones are tiled from it (default: 100000)",
+    )
     parser.add_argument("--build-only", action="store_true", help="build the indexes, report nothing")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--child", nargs=3, metavar=("DB", "FORMAT", "OUT"), help=argparse.SUPPRESS)
@@ -124,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for n in sizes:
         db = args.out_dir / f"report-{n}-seed{args.seed}.db"
-        stats = ensure_index(db, n, args.seed, args.workers)
+        stats = ensure_index(db, n, args.seed, args.workers, args.max_build)
         if args.build_only:
             continue
         n_clusters, n_clustered = clustered(db)

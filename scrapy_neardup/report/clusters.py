@@ -143,15 +143,24 @@ def cluster_members(
     ``documents`` may hold every page; only those on an edge are kept. Clusters are numbered
     largest first, then by their first-seen member, so numbers do not change with the policy.
     """
-    key = policy_key(policy)
+    return arrange(join(edges), documents, policy)
+
+
+def join(edges: Iterable[tuple[int, int]]) -> UnionFind:
+    """The union-find of (document, duplicate_of) edges: it holds only pages on some edge."""
     sets = UnionFind()
     for doc, other in edges:
         sets.union(doc, other)
+    return sets
+
+
+def arrange(sets: UnionFind, documents: Iterable[Member], policy: str) -> list[ReportCluster]:
+    """Group the clustered ``documents`` by their set, pick each canonical page, number the clusters."""
+    key = policy_key(policy)
     groups: dict[int, list[Member]] = defaultdict(list)
     for member in documents:
         if member.id in sets:
             groups[sets.find(member.id)].append(member)
-    del sets  # the union-find is as large as the clusters: free it before the report is written
     ordered = sorted(groups.values(), key=lambda ms: (-len(ms), min(m.id for m in ms)))
     clusters = []
     for number, members in enumerate(ordered, start=1):
@@ -219,18 +228,22 @@ def load_clusters(index: Index, policy: str = "first-seen", progress: Progress |
             yield doc, other
         progress.finish()
 
-    def members() -> Iterator[Member]:
+    def members(sets: UnionFind) -> Iterator[Member]:
         progress.start("reading documents", stats["documents"])
         for r in index.documents():
             progress.tick()
             counts[r["status"]] = counts.get(r["status"], 0) + 1
+            if r["id"] not in sets:  # most pages: no Member built for them
+                continue
             yield Member(
                 r["id"], r["url"], r["title"], r["seen_at"], r["tokens"], r["duplicate_of"],
                 r["similarity"], intern(r["method"]) if r["method"] else None,
             )  # fmt: skip
         progress.finish()
 
-    clusters = cluster_members(edges(), members(), policy)
+    sets = join(edges())
+    clusters = arrange(sets, members(sets), policy)
+    del sets  # as large as the clusters: freed before the report is written
     config = getattr(index, "config", None)
     return ClusterSet(
         policy=policy,
