@@ -184,7 +184,7 @@ def chart_cluster_sizes(sizes: Counter[int]) -> str:
 
 def chart_similarity(method: str, bins: list[int], threshold: float | None) -> str:
     """One method's similarity histogram over [0, 1] with its threshold as a dashed line."""
-    width, height, left, bottom, top = 260, 130, 8, 20, 16
+    width, height, left, bottom, top = 260, 140, 8, 20, 28
     peak = max(bins) or 1
     plot_w = width - 2 * left
     slot = plot_w / len(bins)
@@ -209,13 +209,13 @@ def chart_similarity(method: str, bins: list[int], threshold: float | None) -> s
     if threshold is not None:
         x = left + threshold * plot_w
         parts.append(
-            f'<line x1="{x:.1f}" y1="{top - 2}" x2="{x:.1f}" y2="{height - bottom}" stroke="#c0392b" '
+            f'<line x1="{x:.1f}" y1="{top - 4}" x2="{x:.1f}" y2="{height - bottom}" stroke="#c0392b" '
             f'stroke-dasharray="3 2"><title>threshold {threshold:.3f}</title></line>'
         )
         anchor = "end" if threshold > 0.7 else "start"
         dx = -3 if anchor == "end" else 3
         parts.append(
-            f'<text x="{x + dx:.1f}" y="{top + 8}" text-anchor="{anchor}">threshold {threshold:.2f}</text>'
+            f'<text x="{x + dx:.1f}" y="{top - 6}" text-anchor="{anchor}">threshold {threshold:.2f}</text>'
         )
     parts.append(
         f'<line x1="{left}" y1="{height - bottom}" x2="{width - left}" y2="{height - bottom}" stroke="#999"/>'

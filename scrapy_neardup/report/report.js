@@ -5,6 +5,7 @@
   var PAGE_SIZE = 50;
   var MEMBERS_SHOWN = 100;
   var MAX_EDIT = 2000;
+  var MAX_HOSTS = 2000;
   var URL = 0, TITLE = 1, SIM = 2, METHOD = 3, SEEN = 4, DUP = 5, HOST = 6, TEXT = 7;
 
   var data = JSON.parse(document.getElementById("nd-data").textContent);
@@ -316,12 +317,19 @@
 
   // --- start ----------------------------------------------------------------------------------
 
+  // Hosts come most pages first; past MAX_HOSTS a select is no help, the URL search still is.
   var select = document.getElementById("nd-host");
-  data.hosts.forEach(function (host, i) {
+  data.hosts.slice(0, MAX_HOSTS).forEach(function (host, i) {
     var option = el("option", "", (host[0] || "(no host)") + " (" + host[1].toLocaleString() + ")");
     option.value = String(i);
     select.appendChild(option);
   });
+  if (data.hosts.length > MAX_HOSTS) {
+    var more = el("option", "", "\u2026 " + (data.hosts.length - MAX_HOSTS).toLocaleString() +
+      " more hosts: search their URLs");
+    more.disabled = true;
+    select.appendChild(more);
+  }
   var timer = null;
   document.getElementById("nd-search").addEventListener("input", function () {
     clearTimeout(timer);
