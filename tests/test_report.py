@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import pytest
 
 from scrapy_neardup.cli import main
-from scrapy_neardup.exceptions import ConfigError, IndexFileError
+from scrapy_neardup.exceptions import ConfigError, IndexFileError, InputError
 from scrapy_neardup.index import SQLiteIndex
 from scrapy_neardup.report import (
     Progress,
@@ -318,6 +318,11 @@ def test_format_from_the_output_suffix_and_errors(small_db, tmp_path, capsys):
         write_report(small_db, tmp_path / "r.pdf", "pdf")
     with pytest.raises(IndexFileError, match="no such index file"):
         write_report(tmp_path / "missing.db", tmp_path / "r.html")
+    with pytest.raises(InputError, match="is a folder"):
+        write_report(small_db, tmp_path)
+    (tmp_path / "file").write_text("x")
+    assert main(["report", "--db", str(small_db), "-o", str(tmp_path / "file" / "r.html")]) == 2
+    assert "cannot write the report there" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["report", "--db", str(small_db), "--canonical", "newest"])
     assert "invalid choice: 'newest'" in capsys.readouterr().err

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import TextIO
 
-from ..exceptions import ConfigError, IndexFileError
+from ..exceptions import ConfigError, IndexFileError, InputError
 from ..index import SQLiteIndex
 from .clusters import CANONICAL_POLICIES, ClusterSet, check_policy, load_clusters
 from .csv_report import write_csv
@@ -92,8 +92,13 @@ def write_report(
     db, out = Path(db_path), Path(out_path)
     if not db.is_file():
         raise IndexFileError(db, "no such index file")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    if out.is_dir():
+        raise InputError(f"{out}: is a folder; name the report file (say {out / ('report.' + fmt)})")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    except OSError as exc:
+        raise InputError(f"{out}: cannot write the report there ({exc.strerror or exc})") from None
     try:
         with (
             os.fdopen(fd, "w", encoding="utf-8", newline="" if fmt == "csv" else None) as handle,
