@@ -279,8 +279,8 @@ def run_report(args: argparse.Namespace) -> int:
         print(f"wrote the {fmt} report of {args.db} to {out}", file=sys.stderr)
         return 0
     with SQLiteIndex.open_existing(args.db) as index:
-        if fmt == "csv":
-            sys.stdout.reconfigure(newline="")
+        if fmt == "csv" and hasattr(sys.stdout, "reconfigure"):
+            sys.stdout.reconfigure(newline="")  # the csv module writes its own line ends
         render_report(index, sys.stdout, fmt, args.canonical, progress, Path(args.db).name, args.text_budget)
     return 0
 
