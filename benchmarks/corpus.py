@@ -91,7 +91,8 @@ def aeb_texts() -> list[str]:
     path = SHARED / "data" / "aeb" / "ground-truth.json"
     if not path.exists():
         sys.exit(f"corpus: {path} not found; set NEARDUP_SHARED to the shared/ folder")
-    return [entry["articleBody"] for entry in json.loads(path.read_text()).values() if entry.get("articleBody")]
+    entries = json.loads(path.read_text()).values()
+    return [entry["articleBody"] for entry in entries if entry.get("articleBody")]
 
 
 def documents(

@@ -19,6 +19,7 @@ from scrapy_neardup.detector import Detector
 from scrapy_neardup.exceptions import IndexFileError
 from scrapy_neardup.fingerprint import needed_methods
 from scrapy_neardup.index import SQLiteIndex
+from scrapy_neardup.index import sqlite as sqlite_index
 from scrapy_neardup.index.pruning import partition_bounds, partition_of, partitions_covering
 from scrapy_neardup.scope import scope_key
 from scrapy_neardup.verify import DECISION_ORDER, compare
@@ -115,6 +116,33 @@ def test_real_pages_index_equals_brute_force(tmp_path, aeb_pages):
     found = run_index(tmp_path / "real.db", text_config, pages)
     assert found == brute_force(text_config, pages)
     assert sum(dup for dup, _ in found) >= 20
+
+
+@pytest.mark.parametrize("methods", [("spotsigs",), ("exact", "spotsigs", "simhash")])
+def test_frozen_rarest_first_order_stays_exact(tmp_path, aeb_pages, monkeypatch, methods):
+    """The spot order switches to frequency classes mid-run; answers still equal brute force."""
+    monkeypatch.setattr(sqlite_index, "FREEZE_AT", 40)
+    rng = random.Random(5)
+    pages = []
+    for i, body in enumerate(list(aeb_pages.values())[:90]):
+        text = fingerprint(body, DedupConfig(extractor="plain")).text
+        pages.append((f"http://site{i % 2}.example/{i}", text))
+        if i % 3 == 0:
+            words = text.split()
+            for _ in range(len(words) // 15):
+                words[rng.randrange(len(words))] = "edited"
+            pages.append((f"http://copy.example/{i}", " ".join(words[: int(len(words) * 0.9)])))
+    config = DedupConfig(methods=methods, extractor="text", spotsigs_threshold=0.45)
+    found = run_index(tmp_path / "frozen.db", config, pages)
+    assert found == brute_force(config, pages)
+    assert sum(dup for dup, _ in found) >= 25
+    with sqlite3.connect(tmp_path / "frozen.db") as db:
+        assert db.execute("SELECT value FROM meta WHERE key = 'spot_order'").fetchone() == ("classes",)
+        assert db.execute("SELECT COUNT(*) FROM spot_classes").fetchone()[0] > 0
+    # A process opening the file later reads the same frozen order and the same answers.
+    with SQLiteIndex(tmp_path / "frozen.db", config) as index:
+        verdict = index.check_and_add("http://late.example/", fingerprint(pages[1][1], config))
+        assert verdict.duplicate and index._classes is not None
 
 
 def test_partitions_follow_the_paper():
@@ -240,6 +268,7 @@ KILL_SCRIPT = """
 import sys, os
 from scrapy_neardup import DedupConfig, fingerprint
 from scrapy_neardup.index import SQLiteIndex
+from scrapy_neardup.index import sqlite as sqlite_index
 config = DedupConfig(extractor="text", min_tokens=5)
 index = SQLiteIndex(sys.argv[1], config)
 for i in range(20):

@@ -5,6 +5,7 @@ Tables (schema version in ``PRAGMA user_version``):
 - ``meta``: what the index was built with (the knobs that shape stored signatures).
 - ``documents``: every page checked, duplicates and skipped pages included, with its
   verdict and the signatures needed to verify a candidate. Nothing a crawl saw is lost.
+- ``spot_classes``: the frozen frequency classes that order spots rarest first (see ``pruning``).
 - ``texts``: the first ``keep_text`` characters of each page's main text (zlib), for the report.
 - ``spot_postings``: SpotSigs inverted lists ``key -> doc`` for each admitted document's
   prefix (see ``pruning``); ``key`` packs scope, length partition and the spot's 32 bits.
@@ -43,7 +44,7 @@ from ..fingerprint import Fingerprint, needed_methods
 from ..signatures.spotsigs import SpotSet
 from ..verify import DECISION_ORDER, compare
 from .base import Verdict
-from .pruning import partition_of, partitions_covering, prefix
+from .pruning import SpotClasses, partition_of, partitions_covering, prefix
 
 SCHEMA_VERSION = 1
 APPLICATION = "scrapy-neardup"
@@ -54,6 +55,9 @@ SHAPING_KNOBS = (
     "simhash_tables", "minhash_perm", "minhash_shingle", "minhash_bands", "minhash_threshold",
     "shingles_size", "imatch_lexicons", "imatch_drop", "ksentence_k", "language",
 )  # fmt: skip
+
+# Admitted documents after which spot frequency classes are frozen (a one-off re-posting of them).
+FREEZE_AT = 5000
 
 # A match found for a new page: (document id, similarity, method).
 Match = tuple[int, "float | None", "str | None"]
@@ -95,6 +99,7 @@ CREATE TABLE IF NOT EXISTS documents (
 CREATE INDEX IF NOT EXISTS documents_url ON documents(url);
 CREATE INDEX IF NOT EXISTS documents_source ON documents(source) WHERE source IS NOT NULL;
 CREATE INDEX IF NOT EXISTS documents_duplicate_of ON documents(duplicate_of) WHERE duplicate_of IS NOT NULL;
+CREATE TABLE IF NOT EXISTS spot_classes (spot INTEGER PRIMARY KEY, class INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS texts (doc INTEGER PRIMARY KEY, text BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS spot_postings (
     key INTEGER NOT NULL, doc INTEGER NOT NULL, PRIMARY KEY (key, doc)
@@ -158,6 +163,7 @@ class SQLiteIndex:
         self._verify_methods = tuple(m for m in DECISION_ORDER if m in needed)
         self._scope_ids: dict[str, int] = {}
         self._in_batch = False
+        self._classes: SpotClasses | None = None
         try:
             if self.path.parent and not self.path.parent.exists():
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -247,6 +253,7 @@ class SQLiteIndex:
             except BaseException:
                 self.db.execute("ROLLBACK")
                 self._scope_ids.clear()  # a scope inserted by the rolled-back work is gone
+                self._classes = None  # and so is a freeze it made
                 raise
             self.db.execute("COMMIT")
             return result
@@ -266,6 +273,7 @@ class SQLiteIndex:
             self._in_batch = False
             self.db.execute("ROLLBACK")
             self._scope_ids.clear()
+            self._classes = None
             raise
         self._in_batch = False
         self.db.execute("COMMIT")
@@ -330,6 +338,7 @@ class SQLiteIndex:
     def _check_and_add(self, url: str, fp: Fingerprint, scope: str, source: str | None) -> Verdict:
         if not fp.judged:
             return self._record(url, fp, scope, None, source)
+        self._sync_order()
         scope_id = self._scope_id(scope)
         probe = dataclasses.replace(fp, spots=spots32(fp.spots))
         best = None
@@ -343,6 +352,46 @@ class SQLiteIndex:
                         break
         match = best and (best[1], best[2].similarity, best[2].method)
         return self._record(url, probe, scope, match, source, original_spots=fp.spots)
+
+    # --- the spot order ---------------------------------------------------------------------
+
+    def _sync_order(self) -> None:
+        """Inside a write transaction: load the frozen spot classes, or freeze them when it is time."""
+        if self._classes is not None or "spotsigs" not in self.config.methods:
+            return
+        if self.db.execute("SELECT 1 FROM meta WHERE key = 'spot_order'").fetchone():
+            rows = self.db.execute("SELECT spot, class FROM spot_classes").fetchall()
+            spots = np.array([r[0] for r in rows], dtype=np.int64).astype(np.uint64)
+            self._classes = SpotClasses(spots, np.array([r[1] for r in rows], dtype=np.int64))
+            return
+        admitted = self.db.execute(
+            "SELECT COUNT(*) FROM documents WHERE status = 'unique' AND spots IS NOT NULL"
+        ).fetchone()[0]
+        if admitted >= FREEZE_AT:
+            self._freeze_order()
+
+    def _freeze_order(self) -> None:
+        """Count spot frequencies over the admitted documents, fix the classes and re-post them all."""
+        docs = self.db.execute(
+            "SELECT id, scope, spots FROM documents WHERE status = 'unique' AND spots IS NOT NULL"
+        ).fetchall()
+        sets = [(doc, scope, _blob_spots(blob)) for doc, scope, blob in docs]
+        spots, df = np.unique(np.concatenate([s.hashes for _, _, s in sets]), return_counts=True)
+        classes = SpotClasses.from_frequencies(spots, df)
+        self.db.executemany(
+            "INSERT INTO spot_classes VALUES (?, ?)",
+            zip(classes.spots.tolist(), classes.classes.tolist(), strict=True),
+        )
+        self.db.execute("INSERT INTO meta VALUES ('spot_order', 'classes')")
+        self._classes = classes
+        self.db.execute("DELETE FROM spot_postings")
+        tau = self.config.spotsigs_threshold
+        for doc, scope, spot_set in sets:
+            part = partition_of(spot_set.size, tau)
+            self.db.executemany(
+                "INSERT OR IGNORE INTO spot_postings VALUES (?, ?)",
+                [(k, doc) for k in self._spot_keys(spot_set, scope, range(part, part + 1))],
+            )
 
     # --- candidates -----------------------------------------------------------------------
 
@@ -369,7 +418,7 @@ class SQLiteIndex:
 
     def _spot_keys(self, spots: SpotSet, scope: int, parts: range) -> list[int]:
         """Posting keys of a document's prefix spots in the given length partitions."""
-        rare = prefix(spots, self.config.spotsigs_threshold).tolist()
+        rare = prefix(spots, self.config.spotsigs_threshold, self._classes).tolist()
         capped = sorted({min(part, _MAX_PART) for part in parts})
         bases = [(((scope & _SCOPE_MASK) << 12) | part) << 32 for part in capped]
         return [signed(base | s) for base in bases for s in rare]
@@ -401,33 +450,57 @@ class SQLiteIndex:
         if not found:
             return
         ids = sorted(found)
+        rows = []
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
-            rows = self.db.execute(
+            rows += self.db.execute(
                 f"SELECT {_SIGNATURE_COLUMNS} FROM documents WHERE id IN ({','.join('?' * len(chunk))}) "
                 "AND scope = ? ORDER BY id",
                 [*chunk, scope],
             ).fetchall()
-            for row in rows:
-                if self._may_match(probe, row):
-                    yield row[0], _row_fingerprint(row)
+        for row in self._may_match(probe, rows):
+            yield row[0], _row_fingerprint(row)
 
-    def _may_match(self, probe: Fingerprint, row: tuple) -> bool:
-        """Cheap necessary conditions: False only when no configured method can call it a match."""
-        methods = self._verify_methods
-        if set(methods) - {"spotsigs", "simhash", "exact"}:
-            return True  # other methods are verified in full
-        _, exact, sim, spot_size = row[:4]
-        if "exact" in methods and exact is not None and int.from_bytes(exact, "big") == probe.exact:
-            return True
-        cfg = self.config
-        if "spotsigs" in cfg.methods and spot_size and probe.spots.size:
-            small, large = sorted((spot_size, probe.spots.size))
-            if small >= cfg.spotsigs_threshold * large - 1e-9:
-                return True
-        if "simhash" not in cfg.methods or sim is None or probe.simhash is None:
-            return False
-        return (unsigned(sim) ^ probe.simhash).bit_count() <= cfg.simhash_distance
+    def _may_match(self, probe: Fingerprint, rows: list[tuple]) -> list[tuple]:
+        """The rows some configured method may call a match, by exact necessary conditions.
+
+        Exact hash equality, the length bound ``min/max >= tau``, the Hamming distance, and
+        then the multiset Jaccard of all remaining candidates at once (vectorized); pairs
+        are only verified one by one (``compare``) when one of these says they may match.
+        """
+        cfg, methods = self.config, set(self.config.methods)
+        if methods - {"spotsigs", "simhash", "exact"}:
+            return rows  # the other methods are verified in full
+        tau, size = cfg.spotsigs_threshold, probe.spots.size
+        confirm = cfg.simhash_confirm if "simhash" in methods else None
+        sure, maybe, need = [], [], []  # need: (row, Jaccard it must reach)
+        for row in rows:
+            _, exact, sim, spot_size = row[:4]
+            if "exact" in methods and exact is not None and int.from_bytes(exact, "big") == probe.exact:
+                sure.append(row)
+                continue
+            bar = None
+            if "spotsigs" in methods and spot_size and size:
+                small, large = sorted((spot_size, size))
+                if small >= tau * large - 1e-9:
+                    bar = tau
+            near = (
+                confirm is not None
+                and sim is not None
+                and probe.simhash is not None
+                and (unsigned(sim) ^ probe.simhash).bit_count() <= cfg.simhash_distance
+            )
+            if near:
+                if not confirm:
+                    sure.append(row)
+                    continue
+                bar = confirm if bar is None else min(bar, confirm)
+            if bar is not None and row[4]:
+                need.append((row, bar))
+        if need:
+            jaccard = batch_jaccard(probe.spots, [_blob_spots(row[4]) for row, _ in need])
+            maybe = [row for (row, bar), j in zip(need, jaccard, strict=True) if j >= bar - 1e-9]
+        return sorted(sure + maybe)
 
     # --- storage --------------------------------------------------------------------------
 
@@ -581,6 +654,20 @@ def _blob_spots(blob: bytes | None) -> SpotSet:
     hashes = np.frombuffer(blob, dtype="<u4", count=n, offset=1).astype(np.uint64)
     counts = np.frombuffer(blob, dtype="<u2" if width == 2 else "u1", offset=1 + 4 * n).astype(np.uint32)
     return SpotSet(hashes, counts)
+
+
+def batch_jaccard(probe: SpotSet, sets: list[SpotSet]) -> np.ndarray:
+    """Multiset Jaccard of ``probe`` with each of ``sets`` in one vectorized pass."""
+    if not sets or not len(probe):
+        return np.zeros(len(sets))
+    hashes = np.concatenate([s.hashes for s in sets])
+    counts = np.concatenate([s.counts for s in sets])
+    owner = np.repeat(np.arange(len(sets)), [len(s) for s in sets])
+    at = np.minimum(np.searchsorted(probe.hashes, hashes), len(probe) - 1)
+    shared = np.where(probe.hashes[at] == hashes, np.minimum(counts, probe.counts[at]), 0)
+    overlap = np.bincount(owner, weights=shared, minlength=len(sets))
+    sizes = np.array([s.size for s in sets], dtype=np.float64)
+    return overlap / (probe.size + sizes - overlap)
 
 
 _SIGNATURE_COLUMNS = (
