@@ -142,7 +142,7 @@ def articles(aeb_truth) -> list[tuple[str, list[str]]]:
 
 @pytest.fixture(scope="module")
 def small_db(tmp_path_factory, articles) -> Path:
-    """Nine pages: a mirror seen before its original, an edited longer repost, a print copy, a stub."""
+    """Ten pages: an http mirror seen before its original, an edited longer repost, a copy, a stub."""
     tmp = tmp_path_factory.mktemp("small")
     (t0, p0), (t1, p1) = articles[0], articles[1]
     edited = [p.replace(" the ", " this ", 1) for p in p0] + [
