@@ -12,9 +12,28 @@ __all__ = [
     "Fingerprint",
     "InputError",
     "MissingExtraError",
+    "NearDupAddon",
+    "NearDupDownloaderMiddleware",
     "NearDupError",
+    "NearDupPipeline",
     "SkipPage",
     "compare",
     "fingerprint",
 ]
 __version__ = "0.1.0"
+
+# The Scrapy components import Scrapy; load them on first use so the CLI and workers start fast.
+_SCRAPY_NAMES = {
+    "NearDupAddon": "addon",
+    "NearDupDownloaderMiddleware": "middleware",
+    "NearDupSpiderMiddleware": "middleware",
+    "NearDupPipeline": "pipeline",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _SCRAPY_NAMES:
+        from importlib import import_module
+
+        return getattr(import_module(f".{_SCRAPY_NAMES[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

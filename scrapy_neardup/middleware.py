@@ -1,0 +1,123 @@
+"""NearDupDownloaderMiddleware: judge each HTML response before the spider sees it."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from typing import TYPE_CHECKING, Any
+
+from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.http import HtmlResponse, Request, Response
+
+from .index import Verdict
+from .runtime import NearDupRuntime
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+
+HTML_TYPES = (b"text/html", b"application/xhtml+xml")
+PAGE_VERDICT = "_neardup_verdict"
+
+
+class NearDupDownloaderMiddleware:
+    """Drops or tags responses whose main content near-duplicates a page seen before.
+
+    Sits at 570, after decompression, redirects and meta refresh. Each HTML response
+    with a 2xx status is fingerprinted and checked against the index in one atomic step;
+    the index records it either way. With ``NEARDUP_ACTION = "drop"`` a near-duplicate
+    raises ``IgnoreRequest("near-duplicate of <url>")``, so the spider never parses it nor
+    follows its links; with ``"tag"`` it goes on and ``request.meta["neardup"]`` holds the
+    verdict as a plain dict (for every judged page, duplicate or not).
+
+    Meta keys read: ``neardup_skip`` (True: pass the response untouched, unjudged).
+    Log line (DEBUG, once unless ``NEARDUP_DEBUG``): ``Filtered near-duplicate <url> of
+    <url> (<method>, similarity <s>)``. Non-HTML, error and empty responses pass untouched
+    and count as ``neardup/skipped/<reason>``.
+    """
+
+    def __init__(self, runtime: NearDupRuntime) -> None:
+        self.runtime = runtime
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> NearDupDownloaderMiddleware:
+        if not crawler.settings.getbool("NEARDUP_ENABLED"):
+            raise NotConfigured("NEARDUP_ENABLED is off")
+        return cls(NearDupRuntime.for_crawler(crawler))
+
+    async def process_response(self, request: Request, response: Response, spider: Any = None) -> Response:
+        reason = self.skip_reason(request, response)
+        if reason:
+            self.runtime.skipped(reason)
+            if reason == "opted_out":  # nor are the page's items judged by the pipeline
+                request.meta[PAGE_VERDICT] = Verdict(response.url, None, False, skip_reason=reason)
+            return response
+        verdict = await self.runtime.judge(response.url, response.body, _content_type(response))
+        request.meta[PAGE_VERDICT] = verdict  # for NearDupSpiderMiddleware: the page's items
+        if not verdict.duplicate:
+            if self.runtime.settings.action == "tag":
+                request.meta["neardup"] = verdict.as_dict()
+            return response
+        if self.runtime.settings.action == "drop":
+            self.runtime.acted(verdict, "dropped")
+            raise IgnoreRequest(f"near-duplicate of {verdict.duplicate_of_url}")
+        self.runtime.acted(verdict, "tagged")
+        request.meta["neardup"] = verdict.as_dict()
+        return response
+
+    @staticmethod
+    def skip_reason(request: Request, response: Response) -> str | None:
+        """Why a response is passed on unjudged, or None to judge it."""
+        if request.meta.get("neardup_skip"):
+            return "opted_out"
+        if not 200 <= response.status < 300:
+            return "http_status"
+        content_type = (response.headers.get(b"Content-Type") or b"").split(b";")[0].strip().lower()
+        if not (isinstance(response, HtmlResponse) or content_type in HTML_TYPES):
+            return "not_html"
+        if not response.body.strip():
+            return "empty"
+        return None
+
+
+def _content_type(response: Response) -> str | None:
+    value = response.headers.get(b"Content-Type")
+    return value.decode("latin-1") if value else None
+
+
+class NearDupSpiderMiddleware:
+    """Links each item to the verdict on the page it came from, so the pipeline reuses it.
+
+    Without it, the pipeline could only match items to pages by their URL field; with it,
+    an item holding the page's text is never judged again (and never found to duplicate
+    its own page). Reads ``response.meta["_neardup_verdict"]``, set by the downloader
+    middleware; writes nothing to items.
+    """
+
+    def __init__(self, runtime: NearDupRuntime) -> None:
+        self.runtime = runtime
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> NearDupSpiderMiddleware:
+        if not crawler.settings.getbool("NEARDUP_ENABLED"):
+            raise NotConfigured("NEARDUP_ENABLED is off")
+        return cls(NearDupRuntime.for_crawler(crawler))
+
+    def process_spider_output(
+        self, response: Response, result: Iterable[Any], spider: Any = None
+    ) -> Iterable[Any]:
+        verdict = response.meta.get(PAGE_VERDICT)
+        for output in result:
+            if verdict is not None and not isinstance(output, Request):
+                self.runtime.link_item(output, verdict)
+            yield output
+
+    async def process_spider_output_async(
+        self, response: Response, result: AsyncIterable[Any], spider: Any = None
+    ) -> AsyncIterator[Any]:
+        verdict = response.meta.get(PAGE_VERDICT)
+        async for output in result:
+            if verdict is not None and not isinstance(output, Request):
+                self.runtime.link_item(output, verdict)
+            yield output

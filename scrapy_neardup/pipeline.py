@@ -1,0 +1,102 @@
+"""NearDupPipeline: judge items, or reuse the middleware's verdict on the page they came from."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from itemadapter import ItemAdapter
+from scrapy.exceptions import DropItem, NotConfigured
+
+from .index import Verdict
+from .runtime import NearDupRuntime
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+
+# Fields tried, in order, when NEARDUP_ITEM_FIELD is not set (those of `scrapy-neardup scan`).
+ITEM_FIELDS = ("html", "body", "text", "content")
+
+
+class NearDuplicateItem(DropItem):
+    """An item dropped as a near-duplicate; logged at DEBUG, not as a warning."""
+
+    def __init__(self, verdict: Verdict) -> None:
+        super().__init__(
+            f"near-duplicate of {verdict.duplicate_of_url} ({verdict.method}, "
+            f"similarity {verdict.similarity or 0.0:.3f})",
+            log_level="DEBUG",
+        )
+        self.verdict = verdict
+
+
+class NearDupPipeline:
+    """Drops or tags items whose content near-duplicates an item or page seen before.
+
+    An item whose URL field (``NEARDUP_URL_FIELD``, default ``url``) names a page the
+    middleware judged reuses that verdict, so no page is fingerprinted twice. Any other
+    item is judged by its ``NEARDUP_ITEM_FIELD`` (HTML or text; by default the first of
+    ``html``, ``body``, ``text``, ``content`` it has). Drop mode raises
+    ``NearDuplicateItem`` (a ``DropItem``, logged at DEBUG); tag mode stores the verdict
+    dict in ``NEARDUP_TAG_FIELD`` (default ``neardup``). Items with neither a known page
+    nor a content field pass unchanged and count as ``neardup/skipped/no_content``.
+    """
+
+    def __init__(self, runtime: NearDupRuntime) -> None:
+        self.runtime = runtime
+        self._items = 0
+        self._warned_field = False
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> NearDupPipeline:
+        if not crawler.settings.getbool("NEARDUP_ENABLED"):
+            raise NotConfigured("NEARDUP_ENABLED is off")
+        return cls(NearDupRuntime.for_crawler(crawler))
+
+    async def process_item(self, item: Any, spider: Any = None) -> Any:
+        adapter = ItemAdapter(item)
+        settings = self.runtime.settings
+        url = adapter.get(settings.url_field)
+        url = url if isinstance(url, str) else None
+        verdict = self.runtime.verdict_for(item, url)
+        if verdict is None:
+            content = self._content(adapter)
+            if content is None:
+                self.runtime.skipped("no_content")
+                return item
+            self._items += 1
+            verdict = await self.runtime.judge(url or f"item:{self._items}", content)
+        if not verdict.duplicate:
+            if settings.action == "tag":
+                self._tag(adapter, verdict)
+            return item
+        if settings.action == "drop":
+            self.runtime.acted(verdict, "dropped")
+            raise NearDuplicateItem(verdict)
+        self.runtime.acted(verdict, "tagged")
+        self._tag(adapter, verdict)
+        return item
+
+    def _content(self, adapter: ItemAdapter) -> bytes | str | None:
+        names = (self.runtime.settings.item_field,) if self.runtime.settings.item_field else ITEM_FIELDS
+        for name in names:
+            value = adapter.get(name)
+            if isinstance(value, (bytes, str)) and value:
+                return value
+            if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+                return "\n".join(value)
+        return None
+
+    def _tag(self, adapter: ItemAdapter, verdict: Verdict) -> None:
+        field = self.runtime.settings.tag_field
+        try:
+            adapter[field] = verdict.as_dict()
+        except KeyError:  # a declared Item without that field: keep the item, say why once
+            if not self._warned_field:
+                logger.error(
+                    "NEARDUP_TAG_FIELD: item class %s has no field %r; declare it or set NEARDUP_TAG_FIELD "
+                    "(items pass untagged)", type(adapter.item).__name__, field,
+                )  # fmt: skip
+                self._warned_field = True

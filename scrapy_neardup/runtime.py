@@ -1,0 +1,251 @@
+"""The crawl-side state the middleware and the pipeline share: one Detector, stats, workers, report.
+
+Both components ask ``NearDupRuntime.for_crawler(crawler)`` and get the same object, so
+a page judged by the middleware is not fingerprinted again by the pipeline, and the index
+is opened and closed once per crawl. The runtime hangs on the crawler (no module state).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections import OrderedDict
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+from scrapy import signals
+from scrapy.crawler import Crawler
+from scrapy.settings import BaseSettings
+from scrapy.utils.project import data_path
+
+from .config import DedupConfig
+from .detector import Detector
+from .exceptions import ConfigError
+from .fingerprint import Fingerprint, fingerprint
+from .index import SQLiteIndex, Verdict
+
+logger = logging.getLogger("scrapy_neardup")
+
+ACTIONS = ("drop", "tag")
+BACKENDS = ("sqlite",)
+_ATTRIBUTE = "_neardup_runtime"
+_REMEMBERED = 50_000  # verdicts kept for the pipeline, newest first out of memory last
+
+
+@dataclass(frozen=True)
+class CrawlSettings:
+    """The Scrapy-side knobs (detection knobs live in DedupConfig); errors name the setting."""
+
+    action: str = "drop"
+    db: Path | None = None
+    backend: str = "sqlite"
+    workers: int = 0
+    item_field: str | None = None
+    tag_field: str = "neardup"
+    url_field: str = "url"
+    report: Path | None = None
+    report_format: str | None = None
+    canonical: str = "first-seen"
+    debug: bool = False
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings, spider_name: str) -> CrawlSettings:
+        action = _choice(settings, "NEARDUP_ACTION", ACTIONS, "drop")
+        backend = _choice(settings, "NEARDUP_BACKEND", BACKENDS, "sqlite")
+        try:
+            workers = settings.getint("NEARDUP_WORKERS", 0)
+        except ValueError:
+            raise ConfigError(
+                "NEARDUP_WORKERS", f"expected a whole number, got {settings.get('NEARDUP_WORKERS')!r}"
+            ) from None
+        if workers < 0:
+            raise ConfigError("NEARDUP_WORKERS", f"must not be negative, got {workers}")
+        report = settings.get("NEARDUP_REPORT")
+        report_format = settings.get("NEARDUP_REPORT_FORMAT")
+        if report_format is not None:
+            from .report import check_format
+
+            check_format(report_format)
+        canonical = settings.get("NEARDUP_CANONICAL") or "first-seen"
+        from .report.clusters import CANONICAL_POLICIES
+
+        if canonical not in CANONICAL_POLICIES:
+            raise ConfigError(
+                "NEARDUP_CANONICAL",
+                f"unknown policy {canonical!r}; choose from {', '.join(CANONICAL_POLICIES)}",
+            )
+        try:
+            debug = settings.getbool("NEARDUP_DEBUG")
+        except ValueError:
+            raise ConfigError(
+                "NEARDUP_DEBUG", f"expected true or false, got {settings.get('NEARDUP_DEBUG')!r}"
+            ) from None
+        return cls(
+            action=action,
+            db=default_db_path(settings, spider_name),
+            backend=backend,
+            workers=workers,
+            item_field=settings.get("NEARDUP_ITEM_FIELD") or None,
+            tag_field=settings.get("NEARDUP_TAG_FIELD") or "neardup",
+            url_field=settings.get("NEARDUP_URL_FIELD") or "url",
+            report=Path(report) if report else None,
+            report_format=report_format,
+            canonical=canonical,
+            debug=debug,
+        )
+
+
+def _choice(settings: BaseSettings, name: str, choices: tuple[str, ...], default: str) -> str:
+    value = settings.get(name) or default
+    if not isinstance(value, str) or value.strip().lower() not in choices:
+        raise ConfigError(name, f"unknown value {value!r}; choose from {', '.join(choices)}")
+    return value.strip().lower()
+
+
+def default_db_path(settings: BaseSettings, spider_name: str) -> Path:
+    """``NEARDUP_DB``, else ``<JOBDIR>/neardup.sqlite``, else ``.scrapy/neardup/<spider>.sqlite``.
+
+    Inside ``JOBDIR`` the index lives and resumes with the crawl's other state; without
+    one, each spider gets its own file in the project's data folder.
+    """
+    if settings.get("NEARDUP_DB"):
+        return Path(settings.get("NEARDUP_DB"))
+    if settings.get("JOBDIR"):
+        return Path(settings.get("JOBDIR")) / "neardup.sqlite"
+    return Path(data_path("neardup", createdir=True)) / f"{spider_name}.sqlite"
+
+
+class NearDupRuntime:
+    """One crawl's detector, its workers, its stats and its report."""
+
+    def __init__(
+        self, crawler: Crawler, config: DedupConfig, settings: CrawlSettings, detector: Detector
+    ) -> None:
+        self.crawler = crawler
+        self.config = config
+        self.settings = settings
+        self.detector = detector
+        self.stats = crawler.stats
+        self.verdicts: OrderedDict[str, Verdict] = OrderedDict()
+        self._item_verdicts: OrderedDict[int, tuple[Any, Verdict]] = OrderedDict()
+        self._pool: ProcessPoolExecutor | None = None
+        self._logged_once = False
+        crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
+
+    @classmethod
+    def for_crawler(cls, crawler: Crawler) -> NearDupRuntime:
+        """The crawl's runtime, created (and the index opened) by the first component that asks."""
+        runtime = getattr(crawler, _ATTRIBUTE, None)
+        if runtime is None:
+            spider_name = crawler.spider.name if crawler.spider else "default"
+            config = DedupConfig.from_settings(crawler.settings)
+            settings = CrawlSettings.from_settings(crawler.settings, spider_name)
+            detector = Detector(config, SQLiteIndex(settings.db, config))
+            runtime = cls(crawler, config, settings, detector)
+            setattr(crawler, _ATTRIBUTE, runtime)
+            logger.info(
+                "scrapy-neardup: %s near-duplicates by %s; index %s",
+                settings.action, ", ".join(config.methods), settings.db,
+            )  # fmt: skip
+        return runtime
+
+    # --- judging ------------------------------------------------------------------------
+
+    async def judge(self, url: str, body: bytes | str, content_type: str | None = None) -> Verdict:
+        """Check one page: raw copies first, then a fingerprint (in a worker when configured)."""
+        copy = self.detector.check_raw(url, body)
+        if copy is not None:
+            return self.remember(copy)
+        fp = await self._fingerprint(body, content_type)
+        return self.remember(self.detector.check(url, fp=fp))
+
+    async def _fingerprint(self, body: bytes | str, content_type: str | None) -> Fingerprint:
+        pool = self._workers()
+        if pool is None:
+            return self.detector.fingerprint(body, content_type)
+        future = pool.submit(fingerprint, body, self.config, content_type=content_type)
+        return await asyncio.wrap_future(future)
+
+    def _workers(self) -> ProcessPoolExecutor | None:
+        """The process pool, when NEARDUP_WORKERS > 0 and an asyncio loop runs the crawl."""
+        if self.settings.workers <= 0:
+            return None
+        if self._pool is None:
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                logger.warning("NEARDUP_WORKERS needs the asyncio reactor; fingerprinting inline instead")
+                self.settings = dataclasses.replace(self.settings, workers=0)
+                return None
+            self._pool = ProcessPoolExecutor(self.settings.workers, mp_context=get_context("spawn"))
+        return self._pool
+
+    def remember(self, verdict: Verdict) -> Verdict:
+        """Keep a verdict for the pipeline (items of the same page) and count it."""
+        self.verdicts[verdict.url] = verdict
+        if len(self.verdicts) > _REMEMBERED:
+            self.verdicts.popitem(last=False)
+        self.stats.inc_value("neardup/checked")
+        if verdict.duplicate:
+            kind = "exact" if verdict.method == "exact" else "near"
+            self.stats.inc_value(f"neardup/duplicates/{kind}")
+        elif not verdict.judged:
+            self.skipped(verdict.skip_reason or "unknown")
+        return verdict
+
+    def link_item(self, item: Any, verdict: Verdict) -> None:
+        """Remember which page's verdict an item came from (held with the item, so ids stay unique)."""
+        self._item_verdicts[id(item)] = (item, verdict)
+        if len(self._item_verdicts) > _REMEMBERED:
+            self._item_verdicts.popitem(last=False)
+
+    def verdict_for(self, item: Any, url: str | None) -> Verdict | None:
+        """The verdict already made on the page an item came from (by origin, else by URL)."""
+        linked = self._item_verdicts.pop(id(item), None)
+        if linked is not None and linked[0] is item:
+            return linked[1]
+        return self.verdicts.get(url) if url else None
+
+    def skipped(self, reason: str) -> None:
+        self.stats.inc_value(f"neardup/skipped/{reason}")
+
+    def acted(self, verdict: Verdict, what: str) -> None:
+        """Count a drop or a tag and log it, at DEBUG, once unless NEARDUP_DEBUG."""
+        self.stats.inc_value(f"neardup/{what}")
+        if self.settings.debug or not self._logged_once:
+            more = (
+                "" if self.settings.debug else " - no more near-duplicates will be shown (see NEARDUP_DEBUG)"
+            )
+            logger.debug(
+                "Filtered near-duplicate %s of %s (%s, similarity %.3f)%s",
+                verdict.url, verdict.duplicate_of_url, verdict.method, verdict.similarity or 0.0, more,
+            )  # fmt: skip
+            self._logged_once = True
+
+    # --- closing ------------------------------------------------------------------------
+
+    def spider_closed(self, spider: Any = None) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        self.detector.close()
+        if self.settings.report is not None:
+            self.write_report()
+
+    def write_report(self) -> Path | None:
+        from .report import format_for, write_report
+
+        out = self.settings.report
+        fmt = self.settings.report_format or format_for(out, "html")
+        try:
+            path = write_report(self.settings.db, out, fmt, self.settings.canonical)
+        except Exception:  # a report must never turn a finished crawl into a failed one
+            logger.exception("scrapy-neardup: could not write the report %s", out)
+            return None
+        self.stats.set_value("neardup/report", str(path))
+        logger.info("scrapy-neardup: report written to %s", path)
+        return path

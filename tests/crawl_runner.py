@@ -1,0 +1,99 @@
+"""Run one crawl for the crawl tests, in its own process (a Twisted reactor runs once per process).
+
+    python tests/crawl_runner.py CONFIG.json
+
+CONFIG: {"start_urls": [...], "settings": {...}, "out": "result.json", "skip_pattern": "...",
+"dont_filter": false}. The result file gets the crawl's stats, the URLs that reached the
+spider's callback and, per URL, the ``neardup`` meta the middleware left; a failure to start
+prints the error and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import scrapy
+from scrapy.crawler import CrawlerProcess
+from scrapy.http import TextResponse
+
+
+class SiteSpider(scrapy.Spider):
+    """Follows every link of the test site; yields one item per HTML page with its HTML."""
+
+    name = "site"
+
+    def __init__(self, start_urls: list[str], skip_pattern: str = "", dont_filter: bool = False, **kw):
+        super().__init__(**kw)
+        self.start_urls = start_urls
+        self.skip_pattern = skip_pattern
+        self.dont_filter = dont_filter
+        self.parsed: list[str] = []
+        self.page_meta: dict[str, object] = {}
+
+    async def start(self):
+        for url in self.start_urls:
+            yield self.request(url, dont_filter=self.dont_filter)
+
+    def start_requests(self):  # Scrapy < 2.13
+        for url in self.start_urls:
+            yield self.request(url, dont_filter=self.dont_filter)
+
+    def request(self, url: str, dont_filter: bool = False) -> scrapy.Request:
+        meta = {"neardup_skip": True} if self.skip_pattern and self.skip_pattern in url else {}
+        return scrapy.Request(url, callback=self.parse, meta=meta, dont_filter=dont_filter)
+
+    def parse(self, response):
+        self.parsed.append(response.url)
+        self.page_meta[response.url] = response.meta.get("neardup")
+        if (
+            not isinstance(response, TextResponse)
+            or "html" not in response.headers.get("Content-Type", b"").decode()
+        ):
+            return
+        yield {"url": response.url, "html": response.text}
+        for href in response.css("a::attr(href)").getall():
+            yield self.request(response.urljoin(href))
+
+
+def main() -> int:
+    with open(sys.argv[1]) as handle:
+        config = json.load(handle)
+    settings = {
+        "LOG_LEVEL": "DEBUG",
+        "TELNETCONSOLE_ENABLED": False,
+        "REMOTE_CONTROL_ENABLED": False,
+        "ROBOTSTXT_OBEY": False,
+        "REQUEST_FINGERPRINTER_IMPLEMENTATION": "2.7",
+        **config.get("settings", {}),
+    }
+    process = CrawlerProcess(settings)
+    crawler = process.create_crawler(SiteSpider)
+    failures = []
+    deferred = process.crawl(
+        crawler,
+        start_urls=config["start_urls"],
+        skip_pattern=config.get("skip_pattern", ""),
+        dont_filter=config.get("dont_filter", False),
+    )
+    deferred.addErrback(lambda failure: failures.append(failure.getErrorMessage() or repr(failure.value)))
+    process.start()
+    if failures:
+        print("CRAWL FAILED TO START:", failures[0], file=sys.stderr)
+        return 2
+    spider = crawler.spider
+    result = {
+        "stats": {
+            k: (v if isinstance(v, (int, float, str)) else str(v))
+            for k, v in crawler.stats.get_stats().items()
+        },
+        "parsed": spider.parsed,
+        "meta": spider.page_meta,
+    }
+    with open(config["out"], "w") as handle:
+        json.dump(result, handle)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,294 @@
+"""Crawl tests: real crawls (one process each) of tests/site served on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+SITE = Path(__file__).parent / "site"
+RUNNER = Path(__file__).parent / "crawl_runner.py"
+TRUTH = json.loads((SITE / "truth.json").read_text())["pages"]
+ADDON = {"ADDONS": {"scrapy_neardup.NearDupAddon": 0}}
+
+
+class QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def site() -> str:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(QuietHandler, directory=str(SITE)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def crawl(tmp_path: Path, start_urls: list[str], settings: dict, check: bool = True, **extra) -> dict:
+    """Run one crawl in a fresh process; the result has stats, parsed URLs, meta, feed items, stderr."""
+    out = tmp_path / f"result-{time.monotonic_ns()}.json"
+    feed = tmp_path / f"items-{time.monotonic_ns()}.jsonl"
+    settings = {"FEEDS": {str(feed): {"format": "jsonlines"}}, **settings}
+    config = tmp_path / f"config-{time.monotonic_ns()}.json"
+    config.write_text(json.dumps({"start_urls": start_urls, "settings": settings, "out": str(out), **extra}))
+    proc = subprocess.run(
+        [sys.executable, str(RUNNER), str(config)], cwd=tmp_path, capture_output=True, text=True, timeout=180
+    )
+    if check:
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text()) if out.exists() else {}
+    result["stderr"] = proc.stderr
+    result["returncode"] = proc.returncode
+    result["items"] = [json.loads(line) for line in feed.read_text().splitlines()] if feed.exists() else []
+    return result
+
+
+def path_of(url: str) -> str:
+    """The path (and query) of a test-site URL, as truth.json names pages."""
+    return "/" + url.split("/", 3)[3]
+
+
+def expected(kind: str) -> set[str]:
+    return {path for path, page in TRUTH.items() if page["expect"] == kind}
+
+
+def stats_match_truth(stats: dict) -> None:
+    assert stats.get("neardup/duplicates/exact") == 2
+    assert stats.get("neardup/duplicates/near") == 3
+    assert stats.get("neardup/skipped/empty") == 1
+    assert stats.get("neardup/skipped/not_html") == 2
+    assert stats.get("neardup/skipped/too_short") == 1
+
+
+def test_drop_mode_keeps_duplicates_from_the_spider_items_and_feed(tmp_path, site):
+    db = tmp_path / "drop.sqlite"
+    result = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_DB": str(db)})
+    stats_match_truth(result["stats"])
+    assert result["stats"]["neardup/dropped"] == 5
+    parsed = {path_of(u) for u in result["parsed"]}
+    assert parsed.isdisjoint(expected("duplicate"))
+    assert expected("unique") | expected("skipped") <= parsed
+    item_paths = {path_of(item["url"]) for item in result["items"]}
+    assert item_paths.isdisjoint(expected("duplicate"))
+    assert expected("unique") <= item_paths
+    # Every HTML page is recorded in the index, the dropped ones with what they duplicate.
+    with sqlite3.connect(db) as con:
+        rows = con.execute(
+            "SELECT d.url, d.status, o.url FROM documents d LEFT JOIN documents o ON o.id = d.duplicate_of"
+        ).fetchall()
+    recorded = {path_of(url): (status, path_of(of) if of else None) for url, status, of in rows}
+    for path in expected("duplicate"):
+        assert recorded[path] == ("duplicate", TRUTH[path]["of"]), path
+    for path in expected("unique"):
+        assert recorded[path][0] == "unique", path
+    assert "Filtered near-duplicate" in result["stderr"]
+
+
+def test_tag_mode_lets_everything_through_with_the_verdict(tmp_path, site):
+    settings = {**ADDON, "NEARDUP_DB": str(tmp_path / "tag.sqlite"), "NEARDUP_ACTION": "tag"}
+    result = crawl(tmp_path, [site + "/"], settings)
+    stats_match_truth(result["stats"])
+    assert result["stats"]["neardup/tagged"] >= 5 and "neardup/dropped" not in result["stats"]
+    parsed = {path_of(u) for u in result["parsed"]}
+    assert expected("duplicate") <= parsed
+    items = {path_of(item["url"]): item for item in result["items"]}
+    for path in expected("duplicate"):
+        tag = items[path]["neardup"]
+        assert tag["duplicate"] and path_of(tag["duplicate_of"]) == TRUTH[path]["of"]
+        assert tag["method"] == "exact" if TRUTH[path]["match"] == "exact" else tag["method"] != "exact"
+        meta = result["meta"][next(u for u in result["parsed"] if path_of(u) == path)]
+        assert meta["duplicate"] and meta["similarity"] > 0
+    for path in expected("unique"):
+        assert items[path]["neardup"]["duplicate"] is False
+
+
+def test_pipeline_alone_drops_duplicate_items(tmp_path, site):
+    settings = {
+        "NEARDUP_ENABLED": True,
+        "ITEM_PIPELINES": {"scrapy_neardup.NearDupPipeline": 200},
+        "NEARDUP_DB": str(tmp_path / "items.sqlite"),
+    }
+    result = crawl(tmp_path, [site + "/"], settings)
+    parsed = {path_of(u) for u in result["parsed"]}
+    assert expected("duplicate") <= parsed  # no middleware: every page reaches the spider
+    item_paths = {path_of(item["url"]) for item in result["items"]}
+    assert item_paths.isdisjoint(expected("duplicate"))
+    assert expected("unique") <= item_paths
+    assert result["stats"]["neardup/dropped"] == 5
+    assert result["stats"].get("item_dropped_count") == 5
+
+
+def test_addon_equals_manual_wiring(tmp_path, site):
+    manual = {
+        "NEARDUP_ENABLED": True,
+        "DOWNLOADER_MIDDLEWARES": {"scrapy_neardup.NearDupDownloaderMiddleware": 570},
+        "SPIDER_MIDDLEWARES": {"scrapy_neardup.NearDupSpiderMiddleware": 50},
+        "ITEM_PIPELINES": {"scrapy_neardup.NearDupPipeline": 200},
+        "NEARDUP_DB": str(tmp_path / "manual.sqlite"),
+    }
+    by_addon = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_DB": str(tmp_path / "addon.sqlite")})
+    by_hand = crawl(tmp_path, [site + "/"], manual)
+    keys = [k for k in by_addon["stats"] if k.startswith("neardup/") and k != "neardup/report"]
+    assert {k: by_addon["stats"][k] for k in keys} == {k: by_hand["stats"].get(k) for k in keys}
+    assert sorted(map(path_of, by_addon["parsed"])) == sorted(map(path_of, by_hand["parsed"]))
+
+
+def test_addon_respects_neardup_enabled_false(tmp_path, site):
+    settings = {**ADDON, "NEARDUP_ENABLED": False, "NEARDUP_DB": str(tmp_path / "off.sqlite")}
+    result = crawl(tmp_path, [site + "/"], settings)
+    assert not any(k.startswith("neardup/") for k in result["stats"])
+    assert not (tmp_path / "off.sqlite").exists()
+
+
+def test_neardup_skip_meta_bypasses_the_check(tmp_path, site):
+    db = tmp_path / "skip.sqlite"
+    result = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_DB": str(db)}, skip_pattern="/mirror/")
+    assert "/mirror/footbridge.html" in {path_of(u) for u in result["parsed"]}
+    assert result["stats"]["neardup/skipped/opted_out"] == 1
+    assert result["stats"]["neardup/duplicates/exact"] == 1  # the tracking-parameter copy only
+    # The opted-out page's item is not judged by the pipeline either: it reaches the feed.
+    assert "/mirror/footbridge.html" in {path_of(item["url"]) for item in result["items"]}
+    with sqlite3.connect(db) as con:
+        assert not con.execute("SELECT 1 FROM documents WHERE url LIKE '%/mirror/%'").fetchall()
+
+
+def test_non_html_responses_pass_untouched(tmp_path, site):
+    result = crawl(tmp_path, [site + "/files/report.pdf", site + "/files/data.json"], {**ADDON})
+    assert sorted(map(path_of, result["parsed"])) == ["/files/data.json", "/files/report.pdf"]
+    assert result["stats"]["neardup/skipped/not_html"] == 2
+    assert "neardup/checked" not in result["stats"]
+    # Without NEARDUP_DB or JOBDIR the index is the project's data folder, one file per spider.
+    assert (tmp_path / ".scrapy" / "neardup" / "site.sqlite").exists()
+
+
+def test_workers_give_the_same_verdicts_as_inline(tmp_path, site):
+    inline = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_DB": str(tmp_path / "inline.sqlite")})
+    pooled = crawl(
+        tmp_path, [site + "/"], {**ADDON, "NEARDUP_DB": str(tmp_path / "pool.sqlite"), "NEARDUP_WORKERS": 2}
+    )
+
+    def verdicts(db: Path) -> set[tuple]:
+        with sqlite3.connect(db) as con:
+            rows = con.execute(
+                "SELECT d.url, d.status, d.skip_reason, o.url, d.method FROM documents d "
+                "LEFT JOIN documents o ON o.id = d.duplicate_of"
+            ).fetchall()
+        return {(path_of(u), s, r, path_of(o) if o else None, m) for u, s, r, o, m in rows}
+
+    assert verdicts(tmp_path / "inline.sqlite") == verdicts(tmp_path / "pool.sqlite")
+    assert inline["stats"]["neardup/dropped"] == pooled["stats"]["neardup/dropped"] == 5
+
+
+def test_resume_after_sigkill_keeps_the_index(tmp_path, site):
+    jobdir = tmp_path / "job"
+    settings = {**ADDON, "JOBDIR": str(jobdir), "DOWNLOAD_DELAY": 0.5, "CONCURRENT_REQUESTS": 1}
+    config = tmp_path / "slow.json"
+    config.write_text(
+        json.dumps({"start_urls": [site + "/"], "settings": settings, "out": str(tmp_path / "never.json")})
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(RUNNER), str(config)], cwd=tmp_path, stderr=subprocess.DEVNULL
+    )
+    db = jobdir / "neardup.sqlite"
+    try:
+        deadline = time.monotonic() + 90
+        admitted: list[str] = []
+        while time.monotonic() < deadline and len(admitted) < 4:
+            time.sleep(0.2)
+            if db.exists():
+                try:
+                    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
+                        admitted = [
+                            r[0] for r in con.execute("SELECT url FROM documents WHERE status='unique'")
+                        ]
+                except sqlite3.Error:
+                    continue
+        assert len(admitted) >= 4, "the slow crawl did not get going"
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    originals = [u for u in admitted if path_of(u).startswith("/articles/")]
+    copies = [
+        site + path
+        for path, page in TRUTH.items()
+        if page["expect"] == "duplicate" and site + page["of"] in originals
+    ]
+    assert copies, f"no original with a copy was admitted before the kill: {admitted}"
+    resumed = crawl(tmp_path, copies, {**ADDON, "JOBDIR": str(jobdir)}, dont_filter=True)
+    assert resumed["stats"]["neardup/dropped"] == len(copies)
+    assert not resumed["parsed"]
+    with sqlite3.connect(db) as con:
+        assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        urls = [r[0] for r in con.execute("SELECT url FROM documents WHERE status='unique'")]
+    assert len(urls) == len(set(urls))
+
+
+def test_two_crawls_sharing_one_index(tmp_path, site):
+    db = tmp_path / "shared.sqlite"
+    procs = []
+    for n in range(2):
+        config = tmp_path / f"shared-{n}.json"
+        # Tag mode, so both crawls walk the whole site even when the other got there first.
+        settings = {**ADDON, "NEARDUP_DB": str(db), "CONCURRENT_REQUESTS": 8, "NEARDUP_ACTION": "tag"}
+        config.write_text(
+            json.dumps(
+                {"start_urls": [site + "/"], "settings": settings, "out": str(tmp_path / f"out-{n}.json")}
+            )
+        )
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, str(RUNNER), str(config)], cwd=tmp_path, stderr=subprocess.PIPE, text=True
+            )
+        )
+    logs = [p.communicate(timeout=180)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], logs
+    locked = [line for log in logs for line in log.splitlines() if "database is locked" in line]
+    assert not locked
+    with sqlite3.connect(db) as con:
+        unique = con.execute("SELECT COUNT(*) FROM documents WHERE status = 'unique'").fetchone()[0]
+        judged = con.execute("SELECT COUNT(*) FROM documents WHERE status != 'skipped'").fetchone()[0]
+    # Each distinct page is admitted once in all: 8 unique pages, whichever crawl got there first.
+    assert unique == len(expected("unique"))
+    assert judged == 2 * (len(expected("unique")) + len(expected("duplicate")))
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "needle"),
+    [
+        ("NEARDUP_ACTION", "explode", "NEARDUP_ACTION"),
+        ("NEARDUP_SPOTSIGS_THRESHOLD", "1.5", "NEARDUP_SPOTSIGS_THRESHOLD"),
+        ("NEARDUP_WORKERS", "many", "NEARDUP_WORKERS"),
+        ("NEARDUP_BACKEND", "mongodb", "NEARDUP_BACKEND"),
+        ("NEARDUP_METHODS", "exact,telepathy", "NEARDUP_METHODS"),
+    ],
+)
+def test_bad_settings_stop_the_crawl_at_start(tmp_path, site, setting, value, needle):
+    result = crawl(tmp_path, [site + "/"], {**ADDON, setting: value}, check=False)
+    assert result["returncode"] != 0
+    assert needle in result["stderr"]
+    assert "CRAWL FAILED TO START" in result["stderr"]
+
+
+def test_corrupt_or_unwritable_index_fails_at_start(tmp_path, site):
+    bad = tmp_path / "corrupt.sqlite"
+    bad.write_bytes(b"this is not a database" * 100)
+    result = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_DB": str(bad)}, check=False)
+    assert result["returncode"] != 0 and str(bad) in result["stderr"]
+    blocked = tmp_path / "file-not-folder"
+    blocked.write_text("x")
+    result = crawl(
+        tmp_path, [site + "/"], {**ADDON, "NEARDUP_DB": str(blocked / "index.sqlite")}, check=False
+    )
+    assert result["returncode"] != 0 and "index.sqlite" in result["stderr"]
