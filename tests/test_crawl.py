@@ -73,9 +73,10 @@ def stats_match_truth(stats: dict) -> None:
 
 
 def test_drop_mode_keeps_duplicates_from_the_spider_items_and_feed(tmp_path, site):
-    db = tmp_path / "drop.sqlite"
-    result = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_DB": str(db)})
+    db, report = tmp_path / "drop.sqlite", tmp_path / "out" / "report.html"
+    result = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_DB": str(db), "NEARDUP_REPORT": str(report)})
     stats_match_truth(result["stats"])
+    assert result["stats"]["neardup/report"] == str(report) and "<svg" in report.read_text()
     assert result["stats"]["neardup/dropped"] == 5
     parsed = {path_of(u) for u in result["parsed"]}
     assert parsed.isdisjoint(expected("duplicate"))

@@ -1,0 +1,59 @@
+"""``scrapy neardup-report SPIDER``: the duplicate report of a spider's index, from the project settings."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import ClassVar
+
+from scrapy.commands import ScrapyCommand
+from scrapy.exceptions import UsageError
+
+from .exceptions import NearDupError
+from .report import FORMATS, format_for, write_report
+from .report.clusters import CANONICAL_POLICIES
+from .runtime import default_db_path
+
+
+class NeardupReportCommand(ScrapyCommand):
+    """Writes the HTML, JSON or CSV report of the index a crawl of SPIDER used.
+
+    The index is found as the crawl finds it: ``NEARDUP_DB``, else ``JOBDIR``, else the
+    project's ``.scrapy/neardup/<spider>.sqlite``; ``-s JOBDIR=...`` selects a job's.
+    """
+
+    requires_project = True
+    default_settings: ClassVar[dict[str, object]] = {"LOG_ENABLED": False}
+
+    def syntax(self) -> str:
+        return "[options] <spider>"
+
+    def short_desc(self) -> str:
+        return "Write the near-duplicate report of a spider's index (HTML, JSON or CSV)"
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        super().add_options(parser)
+        parser.add_argument("-o", "--output", help="report file (default: neardup-report-<spider>.<format>)")
+        parser.add_argument("--format", choices=FORMATS, help="default: from the output's suffix, else html")
+        parser.add_argument(
+            "--canonical", choices=CANONICAL_POLICIES, help="default: NEARDUP_CANONICAL or first-seen"
+        )
+        parser.add_argument("--db", help="the index file (default: as the crawl finds it)")
+
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        if len(args) != 1:
+            raise UsageError("name the spider whose index to report")
+        spider = args[0]
+        assert self.settings is not None
+        db = Path(opts.db) if opts.db else default_db_path(self.settings, spider)
+        fmt = opts.format or (format_for(opts.output, "html") if opts.output else "html")
+        out = Path(opts.output or f"neardup-report-{spider}.{fmt}")
+        canonical = opts.canonical or self.settings.get("NEARDUP_CANONICAL") or "first-seen"
+        try:
+            path = write_report(db, out, fmt, canonical, progress=sys.stderr.isatty())
+        except NearDupError as exc:
+            print(f"scrapy neardup-report: {exc}", file=sys.stderr)
+            self.exitcode = 2
+            return
+        print(f"wrote the {fmt} report of {db} to {path}")
