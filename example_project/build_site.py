@@ -198,7 +198,7 @@ def courier_page(title: str, main: str, articles: dict[str, Article], lang: str 
   </aside>
   </div>
   <footer class="site-footer">
-    <p><a href="/about.html">About the Courier</a>
+    <p><a href="/about.html">About the Courier</a> · <a href="/archive.html">Archive</a>
     · <a href="/partner/">Our partner: the Valley Evening Post</a>
     · <a href="/de/{GERMAN}.html">Aus der Partnerstadt</a></p>
     <p>© 2024 Millbrook Courier Ltd, 12 Quay Road, Millbrook. The Courier is an independent
@@ -352,6 +352,14 @@ VALLEY_CSS = """body.vep { font-family: Arial, sans-serif; background: #f4f0e8; 
 #foot { font-size: 0.7em; color: #666; padding: 1em; }
 """
 ROBOTS = "User-agent: *\nDisallow:\n"
+ARCHIVE_NOTICE = """<!DOCTYPE html>
+<html lang="en">
+<head><meta charset="utf-8"><title>Archive</title></head>
+<body>
+<p>The printed archive has moved to the library.</p>
+</body>
+</html>
+"""
 
 
 def minimal_pdf(text: str) -> bytes:
@@ -440,17 +448,15 @@ def build() -> dict[str, dict[str, str]]:
         ],
     )
     site.write(NEWSLETTER, courier_page("Newsletter", letter, articles), expect="unique", kind="listing")
-    site.write(
-        "/about.html",
-        courier_page(
-            "About",
-            "    <h1>About the Courier</h1>\n    <p>An independent weekly. News desk: 12 Quay Road.</p>",
-            articles,
-        ),
-        expect="skipped",
-        reason="too_short",
-        kind="page",
+    about = (
+        "    <h1>About the Courier</h1>\n    <p>The Millbrook Courier has reported on Millbrook and the "
+        "Alder valley since 1889. It is published every Thursday by Millbrook Courier Ltd, an independent "
+        "company owned by its staff. The news desk is at 12 Quay Road and welcomes story ideas, letters "
+        "and corrections from readers.</p>"
     )
+    site.write("/about.html", courier_page("About", about, articles), expect="unique", kind="page")
+    # A bare notice without the site's template: too little text to judge under any sane minimum.
+    site.write("/archive.html", ARCHIVE_NOTICE, expect="skipped", reason="too_short", kind="page")
 
     # The articles, each with its print version; the tracked newsletter URLs serve the same files.
     for a in courier:
@@ -603,7 +609,8 @@ def write_truth(truth: dict[str, dict[str, str]]) -> None:
         "with a few changes.",
         "- Listing pages (`/`, `/section/*.html`, `/community/`, the newsletter, `/partner/`) quote "
         "the articles' teasers; they are pages of their own, not duplicates of the articles they quote.",
-        "- `/about.html` (too little text to judge) and a one-page PDF (not HTML).",
+        "- `/about.html`, a short page of its own; `/archive.html`, a bare notice of seven words "
+        "(too little text to judge); and a one-page PDF (not HTML).",
         "",
         "## Duplicate clusters (original first)",
         "",

@@ -195,7 +195,8 @@ def main() -> int:
     print(f"Items:  {show(ITEMS)}" if ITEMS.exists() else "Items:  (none written)")
     print(f"Index:  {show(DB)}" if DB.exists() else "Index:  (none written)")
     print(f"Report: {show(REPORT)}" if REPORT.exists() else "Report: (none written; is NEARDUP_REPORT set?)")
-    print(f"Log:    {show(LOG)}")
+    if LOG.exists():
+        print(f"Log:    {show(LOG)}")
 
     problems = check_truth(items) if stats else []
     truth_pages = len(json.loads((SITE / "truth.json").read_text(encoding="utf-8"))["pages"])
