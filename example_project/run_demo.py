@@ -138,18 +138,51 @@ def print_clusters(found: list[dict[str, Any]]) -> None:
             print(f"    {mark} {site_path(member['url'])}  ({detail})")
 
 
-def check_truth(items: list[dict[str, Any]]) -> list[str]:
-    """Compare the stored items with site/truth.json (drop mode); return the differences."""
+def check_truth(items: list[dict[str, Any]], found: list[dict[str, Any]]) -> list[str]:
+    """Compare the stored items and the index's clusters with site/truth.json; return the differences.
+
+    Drop mode: every page but the duplicates is stored, each once. Tag mode (the items carry a
+    ``neardup`` verdict): every HTML page is stored, each with the expected verdict. Both: each
+    duplicate in the index names the expected original.
+    """
     truth = json.loads((SITE / "truth.json").read_text(encoding="utf-8"))["pages"]
-    stored = [site_path(item["url"]) for item in items]
-    problems = [f"stored twice: {path}" for path in sorted({p for p in stored if stored.count(p) > 1})]
+    stored = {site_path(item["url"]): item for item in items}
+    tagged = any("neardup" in item for item in items)
+    paths = [site_path(item["url"]) for item in items]
+    problems = [f"stored twice: {path}" for path in sorted({p for p in paths if paths.count(p) > 1})]
+    matched = {
+        site_path(member["url"]): site_path(member["duplicate_of"])
+        for cluster in found
+        for member in cluster["members"]
+        if member.get("duplicate_of")
+    }
     for path, expected in sorted(truth.items()):
+        duplicate = expected["expect"] == "duplicate"
         html = expected.get("reason") != "not_html"
-        kept = path in stored
-        if expected["expect"] == "duplicate" and kept:
-            problems.append(f"duplicate stored: {path} (a copy of {expected['of']})")
-        elif expected["expect"] != "duplicate" and html and not kept:
+        if duplicate and matched.get(path) != expected["of"]:
+            problems.append(
+                f"{path}: the index says a copy of {matched.get(path)}, expected {expected['of']}"
+            )
+        if not duplicate and path in matched:
+            problems.append(
+                f"{path}: the index says a copy of {matched[path]}, expected {expected['expect']}"
+            )
+        if not html:
+            continue
+        if path not in stored and (tagged or not duplicate):
             problems.append(f"missing: {path} ({expected['expect']})")
+        elif path in stored and duplicate and not tagged:
+            problems.append(f"duplicate stored: {path} (a copy of {expected['of']})")
+        elif path in stored and tagged:
+            verdict = stored[path].get("neardup") or {}
+            if bool(verdict.get("duplicate")) != duplicate:
+                problems.append(
+                    f"{path}: tagged duplicate={verdict.get('duplicate')}, expected {expected['expect']}"
+                )
+            elif expected["expect"] == "skipped" and verdict.get("skip_reason") != expected["reason"]:
+                problems.append(
+                    f"{path}: skip reason {verdict.get('skip_reason')}, expected {expected['reason']}"
+                )
     problems += [f"not in the ground truth: {path}" for path in sorted(set(stored) - set(truth))]
     return problems
 
@@ -184,9 +217,10 @@ def main() -> int:
         failures.append("scrapy-neardup checked no page (is the add-on enabled in newsdemo/settings.py?)")
 
     items = read_items()
+    found = clusters()
     if stats:
         print_stats(stats, seconds, items)
-        print_clusters(clusters())
+        print_clusters(found)
 
     def show(path: Path) -> Path:
         return path.relative_to(HERE.parent)
@@ -198,7 +232,7 @@ def main() -> int:
     if LOG.exists():
         print(f"Log:    {show(LOG)}")
 
-    problems = check_truth(items) if stats else []
+    problems = check_truth(items, found) if stats else []
     truth_pages = len(json.loads((SITE / "truth.json").read_text(encoding="utf-8"))["pages"])
     if problems:
         print(f"\nGround truth (site/truth.json): {len(problems)} differences:")

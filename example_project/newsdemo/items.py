@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import scrapy
 
 
-@dataclass
-class PageItem:
+class PageItem(scrapy.Item):
     """A crawled page: its URL, its ``<title>`` and its whole HTML.
 
-    ``html`` is the field the near-duplicate pipeline reads (``NEARDUP_ITEM_FIELD``).
+    ``html`` is the field the near-duplicate pipeline reads (``NEARDUP_ITEM_FIELD``);
+    ``neardup`` receives the verdict in tag mode (``NEARDUP_ACTION = "tag"``) and stays
+    unset, so out of the feed, in drop mode.
     """
 
-    url: str
-    title: str
-    html: str
+    url = scrapy.Field()
+    title = scrapy.Field()
+    html = scrapy.Field()
+    neardup = scrapy.Field()
