@@ -159,10 +159,10 @@ def check_truth(items: list[dict[str, Any]], found: list[dict[str, Any]]) -> lis
     for path, expected in sorted(truth.items()):
         duplicate = expected["expect"] == "duplicate"
         html = expected.get("reason") != "not_html"
-        if duplicate and matched.get(path) != expected["of"]:
-            problems.append(
-                f"{path}: the index says a copy of {matched.get(path)}, expected {expected['of']}"
-            )
+        if duplicate and path not in matched:
+            problems.append(f"{path}: not found to be a copy (of {expected['of']})")
+        elif duplicate and matched[path] != expected["of"]:
+            problems.append(f"{path}: the index says a copy of {matched[path]}, expected {expected['of']}")
         if not duplicate and path in matched:
             problems.append(
                 f"{path}: the index says a copy of {matched[path]}, expected {expected['expect']}"
