@@ -22,9 +22,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check scrapy_neardup tests benchmarks
 	$(BIN)/ruff format --check scrapy_neardup tests benchmarks
 
+# Serves example_project/site/ on 127.0.0.1, crawls it with the add-on in drop mode, prints
+# the stats and the report's path (example_project/output/report.html).
 demo: $(STAMP)
-	@echo "make demo: not yet - the crawl demo lands with the Scrapy integration issue."
-	@echo "Meanwhile, compare two pages: $(BIN)/scrapy-neardup compare A.html B.html"
+	$(BIN)/python example_project/run_demo.py
 
 bench: $(STAMP)
 	$(BIN)/pip install -q -e '.[bench]'
