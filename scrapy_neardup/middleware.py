@@ -47,6 +47,8 @@ class NearDupDownloaderMiddleware:
         return cls(NearDupRuntime.for_crawler(crawler))
 
     async def process_response(self, request: Request, response: Response, spider: Any = None) -> Response:
+        if request.meta.get("dont_obey_robotstxt") and request.url.endswith("/robots.txt"):
+            return response  # Scrapy's own robots.txt fetch: not a page of the crawl
         reason = self.skip_reason(request, response)
         if reason:
             self.runtime.skipped(reason)
