@@ -21,6 +21,15 @@ EXTRACTORS = ("trafilatura", "trafilatura-fast", "resiliparse", "plain", "text")
 LANGUAGES = ("auto", *sorted(ANTECEDENTS))
 SCOPES = ("global", "domain", "host")
 
+# Starting points for the detection knobs; explicit knobs override them. "default" is the
+# field defaults themselves. The values and their measured precision and recall come from
+# benchmarks/bench_quality.py (README, "Detection quality").
+PRESETS: dict[str, dict[str, Any]] = {
+    "strict": {"spotsigs_threshold": 0.7, "simhash_distance": 2, "min_tokens": 30},
+    "default": {},
+    "loose": {"spotsigs_threshold": 0.3, "simhash_distance": 4},
+}
+
 
 def _parse_bool(value: Any) -> bool:
     if isinstance(value, bool):
@@ -90,10 +99,19 @@ def knob(default: Any, parse: Callable[[Any], Any], doc: str) -> Any:
     return field(default=default, metadata={"parse": parse, "doc": doc})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class DedupConfig:
-    """Every detection knob. Build with keywords, ``from_settings`` or ``from_options``."""
+    """Every detection knob. Build with keywords, ``from_settings`` or ``from_options``.
 
+    ``preset`` ("strict", "default", "loose") sets the knobs it names; keywords given
+    explicitly override it: ``DedupConfig(preset="strict", min_tokens=50)``.
+    """
+
+    preset: str = knob(
+        "default",
+        _parse_str,
+        f"starting point for the detection knobs: {', '.join(PRESETS)}; knobs set explicitly override it",
+    )
     methods: tuple[str, ...] = knob(
         ("exact", "spotsigs", "simhash"),
         _parse_names,
@@ -103,13 +121,13 @@ class DedupConfig:
     max_body: int = knob(
         5_000_000, _parse_int, "largest body in bytes that is judged; larger pages are skipped"
     )
-    min_tokens: int = knob(30, _parse_int, "pages whose main text has fewer tokens are not judged")
+    min_tokens: int = knob(10, _parse_int, "pages whose main text has fewer tokens are not judged")
     language: str = knob("auto", _parse_str, f"SpotSigs antecedent set: {', '.join(LANGUAGES)}")
     spotsigs_threshold: float = knob(
-        0.5, _parse_float, "SpotSigs multiset Jaccard at or above which pages match"
+        0.4, _parse_float, "SpotSigs multiset Jaccard at or above which pages match"
     )
     spotsigs_specs: tuple[tuple[int, int], ...] = knob(
-        ((1, 2),), _parse_specs, "SpotSigs spot specs 'd:c' (distance, chain length), comma-separated"
+        ((1, 1),), _parse_specs, "SpotSigs spot specs 'd:c' (distance, chain length), comma-separated"
     )
     simhash_distance: int = knob(
         3, _parse_int, "SimHash Hamming distance (of 64 bits) at or below which pages match"
@@ -155,6 +173,22 @@ class DedupConfig:
         _parse_str,
         "pages match only within the same: global (all), domain (registered domain), host",
     )
+
+    def __init__(self, preset: str = "default", **knobs: Any) -> None:
+        # A hand-written __init__ (not the dataclass one) so that a preset fills exactly the knobs
+        # the caller did not give; dataclasses.replace() passes every field and keeps them all.
+        if not isinstance(preset, str) or preset not in PRESETS:
+            raise ConfigError("preset", f"unknown preset {preset!r}; choose from {', '.join(PRESETS)}")
+        values = {f.name: f.default for f in dataclasses.fields(self) if f.name != "preset"}
+        unknown = sorted(set(knobs) - set(values))
+        if unknown:
+            raise TypeError(f"DedupConfig got unknown knob(s): {', '.join(unknown)}")
+        values.update(PRESETS[preset])
+        values.update(knobs)
+        object.__setattr__(self, "preset", preset)
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -208,6 +242,8 @@ class DedupConfig:
 def _check(name: str, value: Any, config: DedupConfig) -> str | None:
     """Why a field's value is wrong, or None."""
     fraction = {"spotsigs_threshold", "minhash_threshold", "imatch_idf_low", "imatch_idf_high", "imatch_drop"}
+    if name == "preset" and value not in PRESETS:
+        return f"unknown preset {value!r}; choose from {', '.join(PRESETS)}"
     if name == "methods":
         unknown = [m for m in value if m not in METHODS]
         if unknown or not value:

@@ -25,6 +25,8 @@ _TOKEN = re.compile(f"[{CJK}]|[^\\W_{CJK}]+")
 _CJK_CHAR = re.compile(f"[{CJK}]")
 _KANA_CHAR = re.compile(f"[{KANA}]")
 _NOT_WORD = re.compile(r"[\W_]+")
+# A word that starts with a Latin letter (Basic Latin to Latin Extended-B, and Latin Extended Additional).
+_LATIN_WORD = re.compile(r"[a-z\u00c0-\u024f\u1e00-\u1eff]")
 _TITLE = re.compile(r"<title[^>]*>(.*?)</title\s*>", re.IGNORECASE | re.DOTALL)
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|(?<=[。！？；])|[\r\n]+")
 
@@ -79,13 +81,38 @@ def decode(body: bytes | str, content_type: str | None = None) -> str:
     return text
 
 
+def looks_like_navigation(text: str) -> bool:
+    """True when most of a text's words sit in lines of three words or fewer: menus, breadcrumbs.
+
+    Article prose comes in sentences; a "main text" made of one-word lines is a site's
+    navigation, which every page of the site shares.
+    """
+    total = short = 0
+    for line in text.splitlines():
+        words = len(_TOKEN.findall(line))
+        total += words
+        if words <= 3:
+            short += words
+    return total > 0 and short >= 0.5 * total
+
+
 def _trafilatura(html: str, fast: bool) -> str | None:
     import trafilatura
 
     # Never deduplicate=True: trafilatura would then drop repeated pages on its own, unrecorded.
-    return trafilatura.extract(
-        html, fast=fast, include_comments=False, include_tables=True, deduplicate=False, output_format="txt"
-    )
+    options = {
+        "include_comments": False,
+        "include_tables": True,
+        "deduplicate": False,
+        "output_format": "txt",
+    }
+    text = trafilatura.extract(html, fast=fast, **options)
+    if text and looks_like_navigation(text):
+        # On a page with (almost) no content of its own - a stub, a "this page has moved" -
+        # trafilatura returns the site's menus, and two such pages of a site would match on
+        # their template alone. Its precision mode keeps the little real text there is.
+        text = trafilatura.extract(html, fast=fast, favor_precision=True, **options)
+    return text
 
 
 def _resiliparse(html: str) -> str | None:
@@ -198,18 +225,28 @@ def split_sentences(text: str) -> list[str]:
 def detect_language(tokens: list[str], votes: dict[str, frozenset[str]]) -> str:
     """The language of a token list, well enough to pick a SpotSigs antecedent set.
 
-    CJK characters decide first (kana means Japanese); otherwise the language whose
+    CJK characters decide first (kana means Japanese); a text mostly in another non-Latin
+    script (Cyrillic, Hangul, Arabic, ...) is ``und``; otherwise the language whose
     function words occur most often wins, provided they make up a real share of the
-    text (running prose in these languages is a third function words or more). ``und``
+    words (running prose in these languages is a third function words or more). ``und``
     when no language qualifies: SpotSigs then uses plain word n-grams.
+
+    Numbers are left out of the shares, and a few English words (a share bar, a
+    "Read more") on a Russian page do not make it English: two copies of one page must
+    get the same language whatever a template or a table adds, or their spots differ.
     """
     if not tokens:
         return "und"
-    sample = tokens[:5000]
+    sample = [t for t in tokens[:5000] if not t.isdigit()]
+    if not sample:
+        return "und"
     cjk = sum(1 for t in sample if len(t) == 1 and _CJK_CHAR.match(t))
     if cjk >= 0.3 * len(sample):
         kana = sum(1 for t in sample if _KANA_CHAR.match(t))
         return "ja" if kana >= 0.1 * cjk else "zh"
+    latin = sum(1 for t in sample if _LATIN_WORD.match(t))
+    if latin < 0.5 * len(sample):
+        return "und"
     scores = {lang: sum(1 for t in sample if t in words) for lang, words in votes.items()}
     best = max(scores, key=lambda lang: (scores[lang], lang == "en"))
     return best if scores[best] >= max(2, len(sample) // 20) else "und"

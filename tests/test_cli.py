@@ -59,8 +59,10 @@ def test_thresholds_from_flags_change_the_verdict(pages, tmp_path, capsys):
     text.write_text(" ".join(f"word{i} the sentence{i % 7} is here" for i in range(200)))
     edited = tmp_path / "e.txt"
     edited.write_text(text.read_text().replace("word5 ", "changed ").replace("word9 ", "other "))
-    loose = run_json(capsys, str(text), str(edited), "--methods", "spotsigs", "--spotsigs-threshold", "0.5")
-    strict = run_json(capsys, str(text), str(edited), "--methods", "spotsigs", "--spotsigs-threshold", "1")
+    # Chains of two words: the edited words sit right after an antecedent's first chain word.
+    flags = ("--methods", "spotsigs", "--spotsigs-specs", "1:2")
+    loose = run_json(capsys, str(text), str(edited), *flags, "--spotsigs-threshold", "0.5")
+    strict = run_json(capsys, str(text), str(edited), *flags, "--spotsigs-threshold", "1")
     assert loose["duplicate"] is True and strict["duplicate"] is False
 
 

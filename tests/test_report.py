@@ -18,6 +18,7 @@ from types import SimpleNamespace
 import pytest
 
 from scrapy_neardup.cli import main
+from scrapy_neardup.config import DedupConfig
 from scrapy_neardup.exceptions import ConfigError, IndexFileError, InputError
 from scrapy_neardup.index import SQLiteIndex
 from scrapy_neardup.report import (
@@ -173,7 +174,7 @@ def test_json_report_schema_and_policy(small_db, tmp_path, capsys):
     assert (report["documents"], report["duplicates"], report["skipped"], report["unique"]) == (10, 3, 1, 6)
     assert report["canonical_policy"] == "first-seen"
     assert report["settings"]["methods"] == ["exact", "spotsigs", "simhash"]
-    assert report["settings"]["spotsigs_threshold"] == 0.5
+    assert report["settings"]["spotsigs_threshold"] == DedupConfig().spotsigs_threshold
     assert [c["id"] for c in report["clusters"]] == [1, 2] and [c["size"] for c in report["clusters"]] == [
         3,
         2,
@@ -345,7 +346,8 @@ def test_report_reads_clusters_with_counts(small_db):
     with SQLiteIndex.open_existing(small_db) as index:
         clusters = load_clusters(index, "longest-text")
     assert (clusters.documents, clusters.duplicates, clusters.skipped) == (10, 3, 1)
-    assert clusters.thresholds["spotsigs"] == 0.5 and clusters.thresholds["simhash"] == pytest.approx(61 / 64)
+    assert clusters.thresholds["spotsigs"] == DedupConfig().spotsigs_threshold
+    assert clusters.thresholds["simhash"] == pytest.approx(61 / 64)
     assert clusters.clusters[0].canonical.url == "https://blog.example/reposted/0"
 
 
