@@ -30,7 +30,6 @@ from urllib.parse import urlsplit
 
 import xxhash
 
-from .. import __version__
 from ..index import Index
 from .clusters import CANONICAL_POLICIES, ClusterSet
 from .progress import Progress
@@ -329,6 +328,8 @@ def write_html(
     text_budget: int = TEXT_BUDGET,
 ) -> None:
     """Write the report to ``handle``; ``source`` names the index in the title (escaped)."""
+    from .. import __version__  # at call time: the package may import this module while it loads
+
     progress = progress or Progress(enabled=False)
     t = tally(clusters)
     script = _asset("report.js")
