@@ -28,6 +28,8 @@ __all__ = [
     "FORMATS",
     "ClusterSet",
     "Progress",
+    "check_format",
+    "check_policy",
     "format_for",
     "json_report",
     "load_clusters",
