@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-test
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench bench-quality clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,11 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/pip install -q -e '.[bench]'
 	$(BIN)/python benchmarks/bench_signatures.py
+
+# Precision/recall/F1 per data set and method, peers beside (builds the LLVM docs site on first run).
+bench-quality: $(STAMP)
+	$(BIN)/pip install -q -e '.[bench]'
+	$(BIN)/python benchmarks/bench_quality.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache build dist

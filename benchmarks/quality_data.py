@@ -39,7 +39,9 @@ other sources are in the set, and a run is reproducible on any machine):
    print version.
 
 These parameters were fixed, with ``TUNING_SEED``, before any threshold was tuned; the benchmark
-also reports ``HELD_OUT_SEED``, which was never used for tuning.
+also reports ``HELD_OUT_SEED``, which was never used for tuning (seed 2 was looked at once, and
+showed trafilatura's fast mode taking a template's leftover English block for a Chinese article,
+so it is not the held-out seed).
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 LLVM_SITE = REPO / "benchmarks" / ".data" / "llvm-docs-site"
 
 TUNING_SEED = 1
-HELD_OUT_SEED = 2
+HELD_OUT_SEED = 3  # seed 2 was looked at once, when trafilatura's fast mode was ruled out
 VARIANTS_PER_SOURCE = 3
 ZH_VARIANTS_PER_SOURCE = 8
 

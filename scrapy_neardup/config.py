@@ -25,8 +25,10 @@ SCOPES = ("global", "domain", "host")
 # field defaults themselves. The values and their measured precision and recall come from
 # benchmarks/bench_quality.py (README, "Detection quality").
 PRESETS: dict[str, dict[str, Any]] = {
-    "strict": {"spotsigs_threshold": 0.7, "simhash_distance": 2, "min_tokens": 30},
+    # Near-identical copies only: beside a template change, about 5 % of words may differ.
+    "strict": {"spotsigs_threshold": 0.7, "simhash_distance": 2, "simhash_confirm": 0.5},
     "default": {},
+    # Heavily edited copies too, at the risk of joining sibling pages that share most of their text.
     "loose": {"spotsigs_threshold": 0.3, "simhash_distance": 4},
 }
 

@@ -199,7 +199,29 @@ def extract_page(
         raise SkipPage("extraction_failed", f"{extractor}: {exc!r}"[:300]) from exc
     if not text or not text.strip():
         raise SkipPage("no_text", f"{extractor} found no main text")
-    return text, ("" if extractor == "text" else page_title(body))
+    if extractor == "text":
+        return text, ""
+    return drop_repeated_lines(text), page_title(body)
+
+
+def drop_repeated_lines(text: str, min_chars: int = 30) -> str:
+    """The text with every line of ``min_chars`` or more kept at its first occurrence only.
+
+    Pages carry hidden second copies of their article (AMP, print and mobile variants); an
+    extractor that takes them all would make the page's spot multiset two or three times
+    its copy's, and the two would no longer match. Short lines (menu items, table cells,
+    code) may repeat legitimately and are kept.
+    """
+    seen: set[str] = set()
+    kept = []
+    for line in text.splitlines():
+        key = " ".join(line.split())
+        if len(key) >= min_chars:
+            if key in seen:
+                continue
+            seen.add(key)
+        kept.append(line)
+    return "\n".join(kept)
 
 
 def normalize(text: str) -> str:
