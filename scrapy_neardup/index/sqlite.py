@@ -56,6 +56,8 @@ SHAPING_KNOBS = (
     "shingles_size", "imatch_lexicons", "imatch_drop", "ksentence_k", "language",
 )  # fmt: skip
 
+PAGE_SIZE = 1024
+
 # Admitted documents after which spot frequency classes are frozen (a one-off re-posting of them).
 FREEZE_AT = 5000
 
@@ -197,6 +199,10 @@ class SQLiteIndex:
         version = self.db.execute("PRAGMA user_version").fetchone()[0]
         tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if version == 0 and not tables:
+            # Small pages: a check touches ~50 B-tree leaves at random keys, and each one goes to
+            # the WAL whole; 1 KiB pages write ~2.8x fewer bytes per check than 4 KiB for ~7% more
+            # file (benchmarks/bench_index.py, 16,000 documents).
+            self.db.execute(f"PRAGMA page_size = {PAGE_SIZE}")
             self.db.execute("PRAGMA journal_mode = WAL")
             self._write(self._create)
         elif version != SCHEMA_VERSION or "meta" not in tables:
