@@ -1,0 +1,166 @@
+"""Crawl throughput with and without scrapy-neardup, on a real static site served on 127.0.0.1.
+
+    python benchmarks/bench_crawl.py [--site DIR] [--repeat 3]
+
+The site is the LLVM and Clang documentation built by ../shared/scripts/get-llvm-docs
+(built into benchmarks/.data/llvm-docs-site when missing; 659 pages, two versions of
+each manual). Each configuration crawls the whole site in a fresh process: without the
+middleware, then with it inline and with NEARDUP_WORKERS = 2, for the trafilatura and the
+resiliparse extractors. It prints pages per second (median of the repeats), the ratio to
+the crawl without the middleware, and whether every configuration found the same
+duplicate clusters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SITE = REPO / "benchmarks" / ".data" / "llvm-docs-site"
+SCRIPT = REPO.parent / "shared" / "scripts" / "get-llvm-docs"
+
+CONFIGS = {
+    "without": {},
+    "trafilatura inline": {"NEARDUP_EXTRACTOR": "trafilatura"},
+    "trafilatura workers=2": {"NEARDUP_EXTRACTOR": "trafilatura", "NEARDUP_WORKERS": 2},
+    "resiliparse inline": {"NEARDUP_EXTRACTOR": "resiliparse"},
+    "resiliparse workers=2": {"NEARDUP_EXTRACTOR": "resiliparse", "NEARDUP_WORKERS": 2},
+}
+
+
+class QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def crawl_once(start_url: str, settings: dict, out: Path) -> None:
+    """In a fresh process: crawl every page under start_url, then write the stats as JSON."""
+    import scrapy
+    from scrapy.crawler import CrawlerProcess
+    from scrapy.http import HtmlResponse
+
+    class SiteSpider(scrapy.Spider):
+        name = "llvm"
+
+        async def start(self):
+            yield scrapy.Request(start_url)
+
+        def parse(self, response):
+            if isinstance(response, HtmlResponse):
+                for href in response.css("a::attr(href)").getall():
+                    url = response.urljoin(href).split("#")[0]
+                    if url.startswith(start_url.rsplit("/", 1)[0]) and url.endswith(".html"):
+                        yield scrapy.Request(url)
+
+    process = CrawlerProcess(
+        {
+            "LOG_LEVEL": "WARNING", "TELNETCONSOLE_ENABLED": False, "REMOTE_CONTROL_ENABLED": False,
+            "ROBOTSTXT_OBEY": False, "CONCURRENT_REQUESTS": 16, "CONCURRENT_REQUESTS_PER_DOMAIN": 16,
+            **settings,
+        }
+    )  # fmt: skip
+    crawler = process.create_crawler(SiteSpider)
+    process.crawl(crawler)
+    process.start()
+    stats = crawler.stats.get_stats()
+    out.write_text(
+        json.dumps(
+            {
+                "pages": stats.get("response_received_count", 0),
+                "seconds": stats["elapsed_time_seconds"],
+                "neardup": {k: v for k, v in stats.items() if k.startswith("neardup/")},
+            }
+        )
+    )
+
+
+def clusters(db: Path) -> set[frozenset[str]]:
+    """The duplicate clusters an index found, as sets of URL paths (order of arrival aside)."""
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        while parent.setdefault(x, x) != x:
+            x = parent[x]
+        return x
+
+    with sqlite3.connect(db) as con:
+        rows = con.execute(
+            "SELECT d.url, o.url FROM documents d JOIN documents o ON o.id = d.duplicate_of"
+        ).fetchall()
+    for a, b in rows:
+        parent[find(a.split("/", 3)[3])] = find(b.split("/", 3)[3])
+    groups: dict[str, set[str]] = {}
+    for x in list(parent):
+        groups.setdefault(find(x), set()).add(x)
+    return {frozenset(g) for g in groups.values()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--site", type=Path, default=SITE)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated configuration names")
+    parser.add_argument("--crawl", nargs=3, metavar=("URL", "SETTINGS", "OUT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.crawl:
+        crawl_once(args.crawl[0], json.loads(args.crawl[1]), Path(args.crawl[2]))
+        return
+    if not (args.site / "index.html").exists():
+        print(f"building the site into {args.site} with {SCRIPT} ...", file=sys.stderr)
+        subprocess.run([sys.executable, str(SCRIPT), "--out", str(args.site)], check=True)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(QuietHandler, directory=str(args.site)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    start_url = f"http://127.0.0.1:{server.server_address[1]}/index.html"
+    names = args.configs.split(",")
+    speeds: dict[str, list[float]] = {name: [] for name in names}
+    found: dict[str, set[frozenset[str]]] = {}
+    counts: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for run in range(args.repeat):
+            for name in names:  # interleaved, so a noisy minute hurts every configuration alike
+                db, out = Path(tmp) / f"{run}-{name}.sqlite", Path(tmp) / f"{run}-{name}.json"
+                settings = dict(CONFIGS[name])
+                if settings:
+                    settings.update({"ADDONS": {"scrapy_neardup.NearDupAddon": 0}, "NEARDUP_DB": str(db)})
+                command = [sys.executable, __file__, "--crawl", start_url, json.dumps(settings), str(out)]
+                subprocess.run(command, check=True, cwd=tmp)
+                result = json.loads(out.read_text())
+                speeds[name].append(result["pages"] / result["seconds"])
+                print(f"  run {run + 1} {name}: {speeds[name][-1]:.1f} pages/s", file=sys.stderr)
+                if settings and run == 0:
+                    found[name] = clusters(db)
+                    counts[name] = result["neardup"]
+    server.shutdown()
+    base = statistics.median(speeds[names[0]])
+    print(f"\nCrawl of {args.site.name} on 127.0.0.1, median of {args.repeat} runs")
+    print(f"{'configuration':<24} | {'pages/s':>8} | {'vs without':>10} | {'dropped':>7} | clusters")
+    for name in names:
+        median = statistics.median(speeds[name])
+        dropped = counts.get(name, {}).get("neardup/dropped", "")
+        n_clusters = len(found.get(name, ()))
+        print(f"{name:<24} | {median:>8.1f} | {median / base:>9.2f}x | {dropped!s:>7} | {n_clusters}")
+    for extractor in ("trafilatura", "resiliparse"):
+        inline, pooled = f"{extractor} inline", f"{extractor} workers=2"
+        if inline in speeds and pooled in speeds:
+            ratio = statistics.median(speeds[pooled]) / statistics.median(speeds[inline])
+            print(f"{extractor}: workers=2 / inline = {ratio:.2f}x")
+    per_extractor = {}
+    for name, value in found.items():
+        per_extractor.setdefault(name.split()[0], []).append(value)
+    for extractor, values in per_extractor.items():
+        same = all(v == values[0] for v in values)
+        print(f"{extractor}: same clusters inline and with workers: {'yes' if same else 'NO'}")
+
+
+if __name__ == "__main__":
+    main()
