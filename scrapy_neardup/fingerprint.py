@@ -7,6 +7,7 @@ exception, so callers count it and move on.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,6 +45,7 @@ class Fingerprint:
     minhash_bands: tuple[int, ...] = ()
     super_shingles: np.ndarray | None = None
     imatch: tuple[int, ...] = ()
+    terms: tuple[str, ...] = ()  # sorted unique tokens, for I-Match with the index's statistics
     ksentence: int | None = None
 
     @property
@@ -110,6 +112,7 @@ def fingerprint(
             tokens, stats, config.imatch_idf_low, config.imatch_idf_high, _function_words(language)
         )
         values["imatch"] = imatch_signatures(lexicon, config.imatch_lexicons, config.imatch_drop)
+        values["terms"] = tuple(sorted(set(tokens)))
     if "ksentence" in wanted:
         sentences = [tokenize(s) for s in split_sentences(text)]
         values["ksentence"] = ksentence_hash(sentences, config.ksentence_k)
@@ -121,6 +124,15 @@ def fingerprint(
         title=title,
         **values,  # type: ignore[arg-type]
     )
+
+
+def imatch_with_stats(fp: Fingerprint, config: DedupConfig, stats: CollectionStats) -> Fingerprint:
+    """The fingerprint with I-Match signatures recomputed from collection statistics (an index's)."""
+    lexicon = lexicon_terms(
+        fp.terms, stats, config.imatch_idf_low, config.imatch_idf_high, _function_words(fp.language)
+    )
+    signatures = imatch_signatures(lexicon, config.imatch_lexicons, config.imatch_drop)
+    return dataclasses.replace(fp, imatch=signatures)
 
 
 def _function_words(language: str) -> frozenset[str]:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import collections
 import itertools
 import multiprocessing
 import os
@@ -9,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -17,11 +19,12 @@ from scrapy_neardup import DedupConfig, fingerprint
 from scrapy_neardup.config import METHODS
 from scrapy_neardup.detector import Detector
 from scrapy_neardup.exceptions import IndexFileError
-from scrapy_neardup.fingerprint import needed_methods
+from scrapy_neardup.fingerprint import imatch_with_stats, needed_methods
 from scrapy_neardup.index import SQLiteIndex
 from scrapy_neardup.index import sqlite as sqlite_index
 from scrapy_neardup.index.pruning import partition_bounds, partition_of, partitions_covering
 from scrapy_neardup.scope import scope_key
+from scrapy_neardup.signatures.imatch import CollectionStats
 from scrapy_neardup.verify import DECISION_ORDER, compare
 
 FUNCTION = ["the", "a", "an", "is", "was", "are", "were", "has", "have", "had", "can", "will", "would", "do"]
@@ -32,11 +35,14 @@ def brute_force(config: DedupConfig, pages: list[tuple[str, str]]) -> list[tuple
     """Expected verdicts: each page against every admitted earlier page of its scope, pair by pair."""
     admitted: list[tuple[int, str, object]] = []
     expected = []
+    term_df: collections.Counter[str] = collections.Counter()  # I-Match idf: the admitted pages'
     for doc_id, (url, text) in enumerate(pages, start=1):
         fp = fingerprint(text, config)
         if not fp.judged:
             expected.append((False, None))
             continue
+        if "imatch" in config.methods:
+            fp = imatch_with_stats(fp, config, CollectionStats(len(admitted), term_df))
         scope = scope_key(url, config.scope)
         best = None
         for other_id, other_scope, other in admitted:
@@ -48,6 +54,7 @@ def brute_force(config: DedupConfig, pages: list[tuple[str, str]]) -> list[tuple
                 best = min(best, rank) if best else rank
         if best is None:
             admitted.append((doc_id, scope, fp))
+            term_df.update(fp.terms)
         expected.append((best is not None, best[2] if best else None))
     return expected
 
@@ -116,6 +123,28 @@ def test_real_pages_index_equals_brute_force(tmp_path, aeb_pages):
     found = run_index(tmp_path / "real.db", text_config, pages)
     assert found == brute_force(text_config, pages)
     assert sum(dup for dup, _ in found) >= 20
+
+
+def test_imatch_takes_idf_from_the_index(tmp_path, aeb_pages):
+    """I-Match's idf band comes from the index's own document frequencies of admitted pages."""
+    config = DedupConfig(methods=("imatch",), extractor="plain", imatch_idf_low=0.05, imatch_idf_high=0.9)
+    bodies = list(aeb_pages.values())[:30]
+    with Detector.open(tmp_path / "imatch.db", config) as detector:
+        verdicts = [detector.check(f"http://a.example/{i}", body) for i, body in enumerate(bodies)]
+        copy = detector.check("http://b.example/copy", bodies[7])
+        db = detector.index.db
+        n = int(db.execute("SELECT value FROM meta WHERE key = 'imatch_docs'").fetchone()[0])
+        the_df = dict(db.execute("SELECT term, df FROM term_df WHERE term IN ('the', 'and')").fetchall())
+        stored = db.execute("SELECT imatch FROM documents WHERE id = ?", (verdicts[-1].doc_id,)).fetchone()[0]
+    assert n == sum(not v.duplicate for v in verdicts if v.judged) and the_df["the"] >= n // 2
+    # The last page's signatures are the ones its idf band gave with the counts before it.
+    fps = [fingerprint(body, config) for body in bodies]
+    admitted = [fp for fp, v in zip(fps, verdicts, strict=True) if not v.duplicate]
+    df = collections.Counter(t for fp in admitted for t in fp.terms)
+    df.subtract(fps[-1].terms)
+    expected = imatch_with_stats(fps[-1], config, CollectionStats(n - 1, +df))
+    assert stored == np.asarray(expected.imatch, dtype="<u8").tobytes()
+    assert copy.duplicate
 
 
 @pytest.mark.parametrize("methods", [("spotsigs",), ("exact", "spotsigs", "simhash")])

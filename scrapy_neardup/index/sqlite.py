@@ -6,6 +6,8 @@ Tables (schema version in ``PRAGMA user_version``):
 - ``documents``: every page checked, duplicates and skipped pages included, with its
   verdict and the signatures needed to verify a candidate. Nothing a crawl saw is lost.
 - ``spot_classes``: the frozen frequency classes that order spots rarest first (see ``pruning``).
+- ``term_df``: document frequencies of the admitted pages' terms, I-Match's idf statistics
+  (kept only when I-Match is configured).
 - ``texts``: the first ``keep_text`` characters of each page's main text (zlib), for the report.
 - ``spot_postings``: SpotSigs inverted lists ``key -> doc`` for each admitted document's
   prefix (see ``pruning``); ``key`` packs scope, length partition and the spot's 32 bits.
@@ -40,7 +42,8 @@ import xxhash
 
 from ..config import DedupConfig
 from ..exceptions import IndexFileError
-from ..fingerprint import Fingerprint, needed_methods
+from ..fingerprint import Fingerprint, imatch_with_stats, needed_methods
+from ..signatures.imatch import CollectionStats
 from ..signatures.spotsigs import SpotSet
 from ..verify import DECISION_ORDER, compare
 from .base import Verdict
@@ -102,6 +105,7 @@ CREATE INDEX IF NOT EXISTS documents_url ON documents(url);
 CREATE INDEX IF NOT EXISTS documents_source ON documents(source) WHERE source IS NOT NULL;
 CREATE INDEX IF NOT EXISTS documents_duplicate_of ON documents(duplicate_of) WHERE duplicate_of IS NOT NULL;
 CREATE TABLE IF NOT EXISTS spot_classes (spot INTEGER PRIMARY KEY, class INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS term_df (term TEXT PRIMARY KEY, df INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS texts (doc INTEGER PRIMARY KEY, text BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS spot_postings (
     key INTEGER NOT NULL, doc INTEGER NOT NULL, PRIMARY KEY (key, doc)
@@ -347,6 +351,8 @@ class SQLiteIndex:
         self._sync_order()
         scope_id = self._scope_id(scope)
         probe = dataclasses.replace(fp, spots=spots32(fp.spots))
+        if "imatch" in self.config.methods and probe.terms:
+            probe = imatch_with_stats(probe, self.config, self._term_stats(probe.terms))
         best = None
         for cand_id, cand in self._candidates(probe, scope_id):
             result = compare(probe, cand, self.config, self._verify_methods)
@@ -358,6 +364,28 @@ class SQLiteIndex:
                         break
         match = best and (best[1], best[2].similarity, best[2].method)
         return self._record(url, probe, scope, match, source, original_spots=fp.spots)
+
+    # --- I-Match statistics ---------------------------------------------------------------
+
+    def _term_stats(self, terms: tuple[str, ...]) -> CollectionStats:
+        """The index's document frequencies of ``terms`` over its admitted pages (I-Match's idf)."""
+        row = self.db.execute("SELECT value FROM meta WHERE key = 'imatch_docs'").fetchone()
+        df: dict[str, int] = {}
+        for start in range(0, len(terms), 500):
+            chunk = terms[start : start + 500]
+            query = f"SELECT term, df FROM term_df WHERE term IN ({','.join('?' * len(chunk))})"
+            df.update(self.db.execute(query, chunk).fetchall())
+        return CollectionStats(int(row[0]) if row else 0, df)
+
+    def _count_terms(self, terms: tuple[str, ...]) -> None:
+        self.db.executemany(
+            "INSERT INTO term_df VALUES (?, 1) ON CONFLICT(term) DO UPDATE SET df = df + 1",
+            [(t,) for t in terms],
+        )
+        self.db.execute(
+            "INSERT INTO meta VALUES ('imatch_docs', '1') "
+            "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+        )
 
     # --- the spot order ---------------------------------------------------------------------
 
@@ -554,6 +582,8 @@ class SQLiteIndex:
         ).lastrowid
         if status == "unique":
             self._post(doc_id, fp, spots, scope_id)
+            if "imatch" in self.config.methods and fp.terms:
+                self._count_terms(fp.terms)
         if self.config.keep_text and fp.text:
             text = fp.text[: self.config.keep_text].encode("utf-8", errors="replace")
             self.db.execute("INSERT INTO texts VALUES (?, ?)", (doc_id, zlib.compress(text, 6)))
