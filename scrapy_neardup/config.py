@@ -26,10 +26,10 @@ SCOPES = ("global", "domain", "host")
 # benchmarks/bench_quality.py (README, "Detection quality").
 PRESETS: dict[str, dict[str, Any]] = {
     # Near-identical copies only: beside a template change, about 5 % of words may differ.
-    "strict": {"spotsigs_threshold": 0.7, "simhash_distance": 2, "simhash_confirm": 0.5},
+    "strict": {"spotsigs_threshold": 0.6, "simhash_distance": 2, "simhash_confirm": 0.5},
     "default": {},
     # Heavily edited copies too, at the risk of joining sibling pages that share most of their text.
-    "loose": {"spotsigs_threshold": 0.3, "simhash_distance": 4},
+    "loose": {"spotsigs_threshold": 0.25, "simhash_distance": 4},
 }
 
 
@@ -126,10 +126,16 @@ class DedupConfig:
     min_tokens: int = knob(10, _parse_int, "pages whose main text has fewer tokens are not judged")
     language: str = knob("auto", _parse_str, f"SpotSigs antecedent set: {', '.join(LANGUAGES)}")
     spotsigs_threshold: float = knob(
-        0.4, _parse_float, "SpotSigs multiset Jaccard at or above which pages match"
+        0.3, _parse_float, "SpotSigs multiset Jaccard at or above which pages match"
+    )
+    spotsigs_min_spots: int = knob(
+        20,
+        _parse_int,
+        "spots (with multiplicity) both pages need for SpotSigs to call them duplicates; "
+        "a Jaccard over fewer is noise (listing pages sharing a few teasers)",
     )
     spotsigs_specs: tuple[tuple[int, int], ...] = knob(
-        ((1, 1),), _parse_specs, "SpotSigs spot specs 'd:c' (distance, chain length), comma-separated"
+        ((1, 2),), _parse_specs, "SpotSigs spot specs 'd:c' (distance, chain length), comma-separated"
     )
     simhash_distance: int = knob(
         3, _parse_int, "SimHash Hamming distance (of 64 bits) at or below which pages match"
@@ -274,7 +280,7 @@ def _check(name: str, value: Any, config: DedupConfig) -> str | None:
         return f"must be between 1 and 6, got {value!r}"
     elif name == "max_body" and value < 1024:
         return f"must be at least 1024 bytes, got {value!r}"
-    elif name in ("min_tokens", "imatch_lexicons", "keep_text") and value < 0:
+    elif name in ("min_tokens", "imatch_lexicons", "keep_text", "spotsigs_min_spots") and value < 0:
         return f"must not be negative, got {value!r}"
     elif (
         name in ("simhash_shingle", "minhash_shingle", "shingles_size", "ksentence_k")

@@ -61,8 +61,10 @@ def method_result(method: str, a: Fingerprint, b: Fingerprint, config: DedupConf
         if not a.spots.size or not b.spots.size:
             return None
         sim = multiset_jaccard(a.spots, b.spots)
-        tau = config.spotsigs_threshold
-        return MethodResult(method, sim, sim, f"{sim:.3f} Jaccard", f">= {tau:.2f}", sim >= tau)
+        tau, least = config.spotsigs_threshold, config.spotsigs_min_spots
+        enough = min(a.spots.size, b.spots.size) >= least
+        threshold = f">= {tau:.2f}" + (f", >= {least} spots each" if least > 1 else "")
+        return MethodResult(method, sim, sim, f"{sim:.3f} Jaccard", threshold, sim >= tau and enough)
     if method == "simhash":
         if a.simhash is None or b.simhash is None:
             return None

@@ -35,9 +35,12 @@ def test_simhash_match_needs_spotsigs_confirmation():
 def test_only_configured_methods_decide():
     variant = dataclasses.replace(BASE, exact=2, spots=spots(1, 2, 3, 5), simhash=(1 << 40) - 1)
     assert compare(BASE, variant, DedupConfig(methods=("exact",))).duplicate is False
-    result = compare(BASE, variant, DedupConfig(methods=("exact", "spotsigs"), spotsigs_threshold=0.6))
+    config = DedupConfig(methods=("exact", "spotsigs"), spotsigs_threshold=0.6, spotsigs_min_spots=4)
+    result = compare(BASE, variant, config)
     assert result.duplicate and result.method == "spotsigs"
     assert result.similarity == 3 / 5
+    # Below spotsigs_min_spots a Jaccard is not trusted to decide.
+    assert not compare(BASE, variant, DedupConfig(methods=("spotsigs",), spotsigs_threshold=0.6)).duplicate
 
 
 def test_methods_without_signatures_are_left_out():

@@ -54,9 +54,9 @@ APPLICATION = "scrapy-neardup"
 
 # The knobs whose change makes stored signatures or postings incomparable.
 SHAPING_KNOBS = (
-    "methods", "spotsigs_threshold", "spotsigs_specs", "simhash_distance", "simhash_shingle",
-    "simhash_tables", "minhash_perm", "minhash_shingle", "minhash_bands", "minhash_threshold",
-    "shingles_size", "imatch_lexicons", "imatch_drop", "ksentence_k", "language",
+    "methods", "spotsigs_threshold", "spotsigs_min_spots", "spotsigs_specs", "simhash_distance",
+    "simhash_shingle", "simhash_tables", "minhash_perm", "minhash_shingle", "minhash_bands",
+    "minhash_threshold", "shingles_size", "imatch_lexicons", "imatch_drop", "ksentence_k", "language",
 )  # fmt: skip
 
 PAGE_SIZE = 1024
@@ -421,6 +421,8 @@ class SQLiteIndex:
         self.db.execute("DELETE FROM spot_postings")
         tau = self.config.spotsigs_threshold
         for doc, scope, spot_set in sets:
+            if spot_set.size < max(1, self.config.spotsigs_min_spots):
+                continue  # never a SpotSigs match: not posted (see _post)
             part = partition_of(spot_set.size, tau)
             self.db.executemany(
                 "INSERT OR IGNORE INTO spot_postings VALUES (?, ?)",
@@ -473,7 +475,8 @@ class SQLiteIndex:
             )
             found.update(r[0] for r in rows)
         tau = self.config.spotsigs_threshold
-        if "spotsigs" in self.config.methods and probe.spots.size:
+        least = max(1, self.config.spotsigs_min_spots)
+        if "spotsigs" in self.config.methods and probe.spots.size >= least:
             spot_keys = self._spot_keys(probe.spots, scope, partitions_covering(probe.spots.size, tau))
             for start in range(0, len(spot_keys), 500):
                 chunk = spot_keys[start : start + 500]
@@ -516,7 +519,7 @@ class SQLiteIndex:
             bar = None
             if "spotsigs" in methods and spot_size and size:
                 small, large = sorted((spot_size, size))
-                if small >= tau * large - 1e-9:
+                if small >= tau * large - 1e-9 and small >= cfg.spotsigs_min_spots:
                     bar = tau
             near = (
                 confirm is not None
@@ -598,7 +601,8 @@ class SQLiteIndex:
 
     def _post(self, doc_id: int, fp: Fingerprint, spots: SpotSet, scope: int) -> None:
         keys = self._lookup_keys(fp, scope, posting=True)
-        if "spotsigs" in self.config.methods and spots.size:
+        least = max(1, self.config.spotsigs_min_spots)
+        if "spotsigs" in self.config.methods and spots.size >= least:
             part = partition_of(spots.size, self.config.spotsigs_threshold)
             self.db.executemany(
                 "INSERT OR IGNORE INTO spot_postings VALUES (?, ?)",
