@@ -51,7 +51,7 @@ def run(size: int, seed: int, workers: int, folder: Path) -> dict:
     from datasketch import MinHashLSH
     from datasketch.lean_minhash import LeanMinHash
 
-    config = DedupConfig(extractor="text", keep_text=0)
+    config = DedupConfig(extractor="text", keep_text=0)  # the default detection knobs
     path = folder / f"index-{size}.db"
     index = SQLiteIndex(path, config)
     lsh = MinHashLSH(threshold=0.8, num_perm=128)
@@ -103,6 +103,15 @@ def run(size: int, seed: int, workers: int, folder: Path) -> dict:
     }
 
 
+def row(r: dict) -> str:
+    """One line of the table."""
+    ours = f"{r['ours_median']:>9.3f} | {r['ours_p99']:>7.2f} | {r['ours_pps']:>8,.0f}"
+    ours += f" | {r['bytes_per_doc']:>9,.0f}"
+    peer = f"{r['peer_median']:>10.3f} | {r['peer_p99']:>8.2f} | {r['peer_pps']:>11,.0f}"
+    found = f"{r['found_ours']:>6,} vs {r['found_peer']:>6,} of {r['variants']:,}"
+    return f"{r['size']:>10,} | {ours} || {peer} || {found}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000])
@@ -110,24 +119,22 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--keep", metavar="DIR", help="write the index files here and keep them")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(args.keep or tmp)
-        folder.mkdir(parents=True, exist_ok=True)
-        rows = [run(size, args.seed, args.workers, folder) for size in args.sizes]
-    print()
-    print("check_and_add on the SQLite index (methods exact+spotsigs+simhash, one transaction a page)")
-    print("beside datasketch MinHashLSH in memory (128 perm, threshold 0.8), query + insert, same documents")
+    print("check_and_add on the SQLite index (default settings, one transaction a page), beside")
+    print("datasketch MinHashLSH in memory (128 perm, threshold 0.8), query + insert, same documents")
     print()
     print(
         f"{'documents':>10} | {'median ms':>9} | {'p99 ms':>7} | {'pages/s':>8} | {'bytes/doc':>9} || "
-        f"{'LSH median':>10} | {'LSH p99':>8} | {'LSH pages/s':>11} || {'variants found':>15}"
+        f"{'LSH median':>10} | {'LSH p99':>8} | {'LSH pages/s':>11} || {'variants found':>15}",
+        flush=True,
     )
-    for r in rows:
-        print(
-            f"{r['size']:>10,} | {r['ours_median']:>9.3f} | {r['ours_p99']:>7.2f} | {r['ours_pps']:>8,.0f} | "
-            f"{r['bytes_per_doc']:>9,.0f} || {r['peer_median']:>10.3f} | {r['peer_p99']:>8.2f} | "
-            f"{r['peer_pps']:>11,.0f} || {r['found_ours']:>6,} vs {r['found_peer']:>6,} of {r['variants']:,}"
-        )
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(args.keep or tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        for size in args.sizes:  # each row as soon as it is measured: a million takes a while
+            r = run(size, args.seed, args.workers, folder)
+            rows.append(r)
+            print(row(r), flush=True)
     print()
     for r in rows:
         print(
