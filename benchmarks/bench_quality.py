@@ -256,7 +256,9 @@ def method_matrix(view: View, method: str, config: DedupConfig) -> np.ndarray:
         return view.equal(method)
     if method == "spotsigs":
         jac, both = view.spot()
-        return both & (jac >= config.spotsigs_threshold)
+        sizes = np.array([fp.spots.size for fp in view.fps], dtype=np.int64)
+        enough = np.minimum(sizes[:, None], sizes[None, :]) >= config.spotsigs_min_spots
+        return both & enough & (jac >= config.spotsigs_threshold)
     if method == "simhash":
         near = view.simhash() <= config.simhash_distance
         if config.simhash_confirm > 0:

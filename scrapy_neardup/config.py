@@ -129,7 +129,7 @@ class DedupConfig:
         0.3, _parse_float, "SpotSigs multiset Jaccard at or above which pages match"
     )
     spotsigs_min_spots: int = knob(
-        20,
+        12,
         _parse_int,
         "spots (with multiplicity) both pages need for SpotSigs to call them duplicates; "
         "a Jaccard over fewer is noise (listing pages sharing a few teasers)",
