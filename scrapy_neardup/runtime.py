@@ -156,12 +156,21 @@ class NearDupRuntime:
     # --- judging ------------------------------------------------------------------------
 
     async def judge(self, url: str, body: bytes | str, content_type: str | None = None) -> Verdict:
-        """Check one page: raw copies first, then a fingerprint (in a worker when configured)."""
-        copy = self.detector.check_raw(url, body)
-        if copy is not None:
-            return self.remember(copy)
-        fp = await self._fingerprint(body, content_type)
-        return self.remember(self.detector.check(url, fp=fp))
+        """Check one page: raw copies first, then a fingerprint (in a worker when configured).
+
+        A failure here (a full disk, a broken worker) must not cost the page: it is logged,
+        counted as ``neardup/skipped/error`` and passed on unjudged.
+        """
+        try:
+            copy = self.detector.check_raw(url, body)
+            if copy is not None:
+                return self.remember(copy)
+            fp = await self._fingerprint(body, content_type)
+            return self.remember(self.detector.check(url, fp=fp))
+        except Exception:
+            logger.exception("scrapy-neardup: could not judge %s; passing it on unjudged", url)
+            self.skipped("error")
+            return Verdict(url, None, False, skip_reason="error")
 
     async def _fingerprint(self, body: bytes | str, content_type: str | None) -> Fingerprint:
         pool = self._workers()

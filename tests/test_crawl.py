@@ -294,3 +294,27 @@ def test_corrupt_or_unwritable_index_fails_at_start(tmp_path, site):
         tmp_path, [site + "/"], {**ADDON, "NEARDUP_DB": str(blocked / "index.sqlite")}, check=False
     )
     assert result["returncode"] != 0 and "index.sqlite" in result["stderr"]
+
+
+def test_a_failing_index_passes_pages_on_unjudged(tmp_path):
+    """No page is lost when the index fails mid-crawl: it is logged, counted and let through."""
+    import asyncio
+
+    from scrapy.http import HtmlResponse, Request
+    from scrapy.utils.test import get_crawler
+
+    from scrapy_neardup.middleware import NearDupDownloaderMiddleware
+
+    crawler = get_crawler(settings_dict={"NEARDUP_ENABLED": True, "NEARDUP_DB": str(tmp_path / "i.sqlite")})
+    crawler.stats.open_spider(None)
+    middleware = NearDupDownloaderMiddleware.from_crawler(crawler)
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    middleware.runtime.detector.check = broken
+    body = (SITE / "articles" / "library.html").read_bytes()
+    request = Request("http://example.com/a")
+    response = HtmlResponse(request.url, body=body, request=request)
+    assert asyncio.run(middleware.process_response(request, response)) is response
+    assert crawler.stats.get_value("neardup/skipped/error") == 1
