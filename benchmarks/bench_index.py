@@ -53,6 +53,8 @@ def run(size: int, seed: int, workers: int, folder: Path) -> dict:
 
     config = DedupConfig(extractor="text", keep_text=0)  # the default detection knobs
     path = folder / f"index-{size}.db"
+    for old in folder.glob(path.name + "*"):  # a kept file from an earlier run
+        old.unlink()
     index = SQLiteIndex(path, config)
     lsh = MinHashLSH(threshold=0.8, num_perm=128)
     ours, peer = np.empty(size), np.empty(size)

@@ -306,7 +306,6 @@ def test_a_failing_index_passes_pages_on_unjudged(tmp_path):
     from scrapy_neardup.middleware import NearDupDownloaderMiddleware
 
     crawler = get_crawler(settings_dict={"NEARDUP_ENABLED": True, "NEARDUP_DB": str(tmp_path / "i.sqlite")})
-    crawler.stats.open_spider(None)
     middleware = NearDupDownloaderMiddleware.from_crawler(crawler)
 
     def broken(*args, **kwargs):
