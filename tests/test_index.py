@@ -339,3 +339,28 @@ def test_byte_identical_copies_skip_extraction(tmp_path, aeb_pages, monkeypatch)
     with Detector.open(tmp_path / "host.db", config) as detector:
         detector.check("http://a.example/1", bodies[0])
         assert not detector.check("http://b.example/1", bodies[0]).duplicate
+
+
+def _open_and_check(path: str, text: str, barrier, results) -> None:
+    barrier.wait()  # every process creates the same new file at the same moment
+    try:
+        config = DedupConfig(extractor="text", min_tokens=5)
+        with SQLiteIndex(path, config) as index:
+            results.put(index.check_and_add("http://same.example/", fingerprint(text, config)).duplicate)
+    except Exception as exc:  # reported to the parent, which fails the test with it
+        results.put(repr(exc))
+
+
+def test_processes_creating_one_new_index_at_once(tmp_path):
+    ctx = multiprocessing.get_context("fork")
+    text = " ".join(f"the word{i} is here and the other{i} was there" for i in range(30))
+    for round_ in range(5):
+        path = str(tmp_path / f"new-{round_}.db")
+        barrier, results = ctx.Barrier(4), ctx.Queue()
+        procs = [ctx.Process(target=_open_and_check, args=(path, text, barrier, results)) for _ in range(4)]
+        for proc in procs:
+            proc.start()
+        outcomes = [results.get(timeout=60) for _ in procs]
+        for proc in procs:
+            proc.join()
+        assert sorted(map(str, outcomes)) == ["False", "True", "True", "True"]

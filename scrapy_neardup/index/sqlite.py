@@ -175,7 +175,7 @@ class SQLiteIndex:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             self.db = sqlite3.connect(str(self.path), timeout=timeout, isolation_level=None)
             self.db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
-            self._open()
+            self._open_retrying(timeout)
         except sqlite3.DatabaseError as exc:
             raise IndexFileError(self.path, f"cannot be used as an index ({exc})") from None
         except OSError as exc:
@@ -198,6 +198,21 @@ class SQLiteIndex:
         return cls(path, DedupConfig.from_options({k: v for k, v in stored.items() if k in SHAPING_KNOBS}))
 
     # --- opening --------------------------------------------------------------------------
+
+    def _open_retrying(self, timeout: float) -> None:
+        """``_open``, retried while another process holds the lock (two crawls creating one file).
+
+        Switching a new file to WAL takes an exclusive lock that SQLite does not wait for.
+        """
+        deadline = time.monotonic() + timeout
+        for attempt in itertools.count(1):
+            try:
+                return self._open()
+            except sqlite3.OperationalError as exc:
+                busy = "locked" in str(exc) or "busy" in str(exc)
+                if not busy or time.monotonic() > deadline:
+                    raise
+                time.sleep(min(0.5, 0.02 * attempt))
 
     def _open(self) -> None:
         version = self.db.execute("PRAGMA user_version").fetchone()[0]
