@@ -215,8 +215,12 @@ class SQLiteIndex:
                 time.sleep(min(0.5, 0.02 * attempt))
 
     def _open(self) -> None:
-        version = self.db.execute("PRAGMA user_version").fetchone()[0]
-        tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        self.db.execute("BEGIN")  # one snapshot: another process may be creating the schema right now
+        try:
+            version = self.db.execute("PRAGMA user_version").fetchone()[0]
+            tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        finally:
+            self.db.execute("COMMIT")
         if version == 0 and not tables:
             # Small pages: a check touches ~50 B-tree leaves at random keys, and each one goes to
             # the WAL whole; 1 KiB pages write ~2.8x fewer bytes per check than 4 KiB for ~7% more
