@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Callable
 from html import unescape
 
@@ -262,13 +263,14 @@ def detect_language(tokens: list[str], votes: dict[str, frozenset[str]]) -> str:
     sample = [t for t in tokens[:5000] if not t.isdigit()]
     if not sample:
         return "und"
-    cjk = sum(1 for t in sample if len(t) == 1 and _CJK_CHAR.match(t))
+    counts = Counter(sample)  # each distinct word is looked at once, not each occurrence
+    cjk = sum(n for t, n in counts.items() if len(t) == 1 and _CJK_CHAR.match(t))
     if cjk >= 0.3 * len(sample):
-        kana = sum(1 for t in sample if _KANA_CHAR.match(t))
+        kana = sum(n for t, n in counts.items() if _KANA_CHAR.match(t))
         return "ja" if kana >= 0.1 * cjk else "zh"
-    latin = sum(1 for t in sample if _LATIN_WORD.match(t))
+    latin = sum(n for t, n in counts.items() if _LATIN_WORD.match(t))
     if latin < 0.5 * len(sample):
         return "und"
-    scores = {lang: sum(1 for t in sample if t in words) for lang, words in votes.items()}
+    scores = {lang: sum(counts[w] for w in words if w in counts) for lang, words in votes.items()}
     best = max(scores, key=lambda lang: (scores[lang], lang == "en"))
     return best if scores[best] >= max(2, len(sample) // 20) else "und"
