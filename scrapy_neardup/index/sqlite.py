@@ -319,7 +319,8 @@ class SQLiteIndex:
 
     def add(self, url: str, fp: Fingerprint, scope: str = "", source: str | None = None) -> Verdict:
         """Admit a page without checking it (an import of pages known to be distinct)."""
-        return self._write(lambda: self._record(url, fp, scope, None, source))
+        stored = dataclasses.replace(fp, spots=spots32(fp.spots))
+        return self._write(lambda: self._record(url, stored, scope, None, source))
 
     def find_raw(self, raw: int, scope: str = "") -> int | None:
         """An admitted document whose raw body is byte-identical to ``raw``'s page, or None.
@@ -382,7 +383,7 @@ class SQLiteIndex:
                     if rank[0] == 0:  # an exact copy: nothing ranks higher but an older one
                         break
         match = best and (best[1], best[2].similarity, best[2].method)
-        return self._record(url, probe, scope, match, source, original_spots=fp.spots)
+        return self._record(url, probe, scope, match, source)
 
     # --- I-Match statistics ---------------------------------------------------------------
 
@@ -580,11 +581,11 @@ class SQLiteIndex:
         scope: str,
         match: Match | None,
         source: str | None,
-        original_spots: SpotSet | None = None,
     ) -> Verdict:
+        """Store a page; ``fp.spots`` are already in the stored 32-bit form (``spots32``)."""
         scope_id = self._scope_id(scope)
         status = "skipped" if not fp.judged else ("duplicate" if match else "unique")
-        spots = spots32(fp.spots) if original_spots is None else fp.spots
+        spots = fp.spots
         row = {
             "url": url, "title": fp.title or None, "source": source, "scope": scope_id,
             "seen_at": time.time(), "status": status,
@@ -722,34 +723,32 @@ def _blob_spots(blob: bytes | None) -> SpotSet:
 
 def batch_jaccard(probe: SpotSet, sets: list[SpotSet]) -> np.ndarray:
     """Multiset Jaccard of ``probe`` with each of ``sets`` in one vectorized pass."""
-    if not sets or not len(probe):
-        return np.zeros(len(sets))
+    if not sets:
+        return np.zeros(0)
     hashes = np.concatenate([s.hashes for s in sets])
     counts = np.concatenate([s.counts for s in sets])
-    owner = np.repeat(np.arange(len(sets)), [len(s) for s in sets])
-    at = np.minimum(np.searchsorted(probe.hashes, hashes), len(probe) - 1)
-    shared = np.where(probe.hashes[at] == hashes, np.minimum(counts, probe.counts[at]), 0)
-    overlap = np.bincount(owner, weights=shared, minlength=len(sets))
-    sizes = np.array([s.size for s in sets], dtype=np.float64)
-    return overlap / (probe.size + sizes - overlap)
+    return _jaccard_flat(probe, hashes, counts, [len(s) for s in sets])
 
 
 def blob_jaccard(probe: SpotSet, blobs: list[bytes]) -> np.ndarray:
     """``batch_jaccard`` straight from stored blobs: one numpy decode for all of them."""
-    narrow = [b for b in blobs if b[0] == 1]
-    if len(narrow) < len(blobs):  # a page with a count over 255: rare, decode one by one
+    if any(b[0] != 1 for b in blobs):  # a page with a count over 255: rare, decode one by one
         return batch_jaccard(probe, [_blob_spots(b) for b in blobs])
     lengths = [(len(b) - 1) // 5 for b in blobs]
     hashes = np.frombuffer(b"".join([b[1 : 1 + 4 * n] for b, n in zip(blobs, lengths, strict=True)]), "<u4")
     counts = np.frombuffer(b"".join([b[1 + 4 * n :] for b, n in zip(blobs, lengths, strict=True)]), "u1")
-    hashes, counts = hashes.astype(np.uint64), counts.astype(np.int64)
-    owner = np.repeat(np.arange(len(blobs)), lengths)
-    if not len(probe):
-        return np.zeros(len(blobs))
+    return _jaccard_flat(probe, hashes.astype(np.uint64), counts.astype(np.int64), lengths)
+
+
+def _jaccard_flat(probe: SpotSet, hashes: np.ndarray, counts: np.ndarray, lengths: list[int]) -> np.ndarray:
+    """Jaccard of ``probe`` with consecutive multisets laid end to end (``lengths`` spots each)."""
+    if not len(probe) or not lengths:
+        return np.zeros(len(lengths))
+    owner = np.repeat(np.arange(len(lengths)), lengths)
     at = np.minimum(np.searchsorted(probe.hashes, hashes), len(probe) - 1)
     shared = np.where(probe.hashes[at] == hashes, np.minimum(counts, probe.counts[at]), 0)
-    overlap = np.bincount(owner, weights=shared, minlength=len(blobs))
-    sizes = np.bincount(owner, weights=counts, minlength=len(blobs))
+    overlap = np.bincount(owner, weights=shared, minlength=len(lengths))
+    sizes = np.bincount(owner, weights=counts, minlength=len(lengths))
     return overlap / (probe.size + sizes - overlap)
 
 
