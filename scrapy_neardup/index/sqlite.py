@@ -328,12 +328,9 @@ class SQLiteIndex:
         Lets a caller skip extraction for exact copies; it is a hint only, read outside
         any transaction: ``record_copy`` then records the page.
         """
-        scope_id = self._scope_ids.get(scope)
+        scope_id = self._scope_id(scope, create=False)
         if scope_id is None:
-            row = self.db.execute("SELECT id FROM scopes WHERE name = ?", (scope,)).fetchone()
-            if row is None:
-                return None
-            scope_id = self._scope_ids[scope] = row[0]
+            return None
         row = self.db.execute(
             "SELECT doc FROM lookup_keys WHERE key = ? ORDER BY doc LIMIT 1",
             (_key(KIND["raw"], scope_id, raw >> 64),),
@@ -566,10 +563,13 @@ class SQLiteIndex:
 
     # --- storage --------------------------------------------------------------------------
 
-    def _scope_id(self, name: str) -> int:
+    def _scope_id(self, name: str, create: bool = True) -> int | None:
+        """The scope's id; created (inside a write transaction) unless ``create`` is False."""
         if name not in self._scope_ids:
             row = self.db.execute("SELECT id FROM scopes WHERE name = ?", (name,)).fetchone()
-            if row is None:  # always inside a write transaction
+            if row is None and not create:
+                return None
+            if row is None:
                 row = (self.db.execute("INSERT INTO scopes (name) VALUES (?)", (name,)).lastrowid,)
             self._scope_ids[name] = row[0]
         return self._scope_ids[name]
