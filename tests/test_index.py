@@ -22,9 +22,18 @@ from scrapy_neardup.exceptions import IndexFileError
 from scrapy_neardup.fingerprint import imatch_with_stats, needed_methods
 from scrapy_neardup.index import SQLiteIndex
 from scrapy_neardup.index import sqlite as sqlite_index
-from scrapy_neardup.index.pruning import partition_bounds, partition_of, partitions_covering
+from scrapy_neardup.index.pruning import (
+    SpotClasses,
+    overlap_needed,
+    partition_bounds,
+    partition_of,
+    partitions_covering,
+    prefix,
+)
 from scrapy_neardup.scope import scope_key
 from scrapy_neardup.signatures.imatch import CollectionStats
+from scrapy_neardup.signatures.similarity import multiset_jaccard
+from scrapy_neardup.signatures.spotsigs import SpotSet
 from scrapy_neardup.verify import DECISION_ORDER, compare
 
 FUNCTION = ["the", "a", "an", "is", "was", "are", "were", "has", "have", "had", "can", "will", "would", "do"]
@@ -172,6 +181,64 @@ def test_frozen_rarest_first_order_stays_exact(tmp_path, aeb_pages, monkeypatch,
     with SQLiteIndex(tmp_path / "frozen.db", config) as index:
         verdict = index.check_and_add("http://late.example/", fingerprint(pages[1][1], config))
         assert verdict.duplicate and index._classes is not None
+
+
+def _spot_set(counts: dict[int, int]) -> SpotSet:
+    keys = sorted(counts)
+    return SpotSet(np.array(keys, dtype=np.uint64), np.array([counts[k] for k in keys], dtype=np.uint32))
+
+
+@settings(max_examples=300)
+@given(
+    st.dictionaries(st.integers(1, 40), st.integers(1, 6), min_size=1, max_size=30),
+    st.dictionaries(st.integers(1, 40), st.integers(1, 6), min_size=1, max_size=30),
+    st.sampled_from([0.2, 0.3, 0.5, 0.8]),
+    st.integers(1, 3),
+    st.booleans(),
+)
+def test_extended_prefixes_share_the_spots_the_count_filter_asks_for(a, b, tau, most, ranked):
+    """Any pair at Jaccard >= tau shares ``overlap_needed`` spots in the probe's and the stored prefix."""
+    spots_a, spots_b = _spot_set(a), _spot_set(b)
+    if multiset_jaccard(spots_a, spots_b) < tau:
+        return
+    # Heavy counts make few shared spots enough: then fewer are asked for.
+    classes = SpotClasses(np.arange(1, 41, dtype=np.uint64), np.arange(40) % 3) if ranked else None
+    need = overlap_needed(spots_a, tau, most)
+    probe = set(prefix(spots_a, tau, classes, need).tolist())
+    stored = set(prefix(spots_b, tau, classes, most).tolist())
+    assert len(probe & stored) >= need
+
+
+def test_count_filter_cuts_chance_candidates():
+    """Pages sharing one rare spot by chance are not read; a copy sharing many is."""
+    spots = _spot_set({k: 1 for k in range(100)})
+    assert overlap_needed(spots, 0.3, 2) == 2
+    heavy = _spot_set({1: 40, 2: 1, 3: 1})  # one spot holds most of the mass: one shared may do
+    assert overlap_needed(heavy, 0.3, 2) == 1
+
+
+def test_files_posted_for_one_shared_spot_keep_their_answers(tmp_path, aeb_pages, monkeypatch):
+    """An index written before prefixes were extended is still searched exactly."""
+    rng = random.Random(3)
+    texts = [fingerprint(body, DedupConfig(extractor="plain")).text for body in list(aeb_pages.values())[:40]]
+    pages = [(f"http://a.example/{i}", text) for i, text in enumerate(texts)]
+    for i, text in enumerate(texts[:15]):  # edited copies: only SpotSigs can find them
+        words = text.split()
+        for _ in range(len(words) // 12):
+            words[rng.randrange(len(words))] = "edited"
+        pages.append((f"http://b.example/{i}", " ".join(words)))
+    config = DedupConfig(methods=("spotsigs",), extractor="text", spotsigs_threshold=0.3)
+    monkeypatch.setattr(sqlite_index, "SPOT_OVERLAP", 1)
+    path = tmp_path / "old.db"
+    first = run_index(path, config, pages[:40])
+    with sqlite3.connect(path) as db:
+        db.execute("DELETE FROM meta WHERE key = 'spot_overlap'")  # as the older version wrote it
+    monkeypatch.setattr(sqlite_index, "SPOT_OVERLAP", 2)
+    with Detector.open(path, config) as detector:
+        assert detector.index._overlap == 1
+    found = first + run_index(path, config, pages[40:])
+    assert found == brute_force(config, pages)
+    assert sum(dup for dup, _ in found[40:]) >= 12
 
 
 def test_partitions_follow_the_paper():

@@ -14,6 +14,16 @@ post, and to probe, each document's *prefix*: the spots that start before ``(1 -
 of its mass. The order must be the same for every document at every time; the spot hash
 is such an order (document frequency is not: it changes while the crawl grows).
 
+Two shared spots. The prefix above only promises one shared spot, and at ``tau = 0.3``
+most candidates it yields share just that one by chance. Extend a prefix by ``E_{k-1}``,
+the mass of the document's ``k - 1`` most frequent spots: then the ``k``-th spot A and B
+share (in the order) also starts within both prefixes, since what follows it holds at
+least ``I - E_{k-1}`` of the shared mass ``I >= tau * |A|``. And when ``E_{k-1}(A) <
+tau * |A|``, A cannot reach ``tau`` with fewer than ``k`` shared spots at all. So with
+prefixes extended for ``k``, a candidate that shares fewer than ``k`` spots in them is
+no candidate: one or two more postings a document buy a count filter that drops nearly
+every chance candidate before it is read (``overlap_needed``).
+
 Rarest first. The paper walks spots rarest first, so that the prefix holds rare spots
 with short inverted lists. A live document frequency cannot serve (see above), so the
 index freezes one: once it holds enough documents it counts each spot's document
@@ -58,8 +68,8 @@ def partitions_covering(size: int, tau: float) -> range:
     return range(low, high + 1)
 
 
-def prefix(spots: SpotSet, tau: float, classes: SpotClasses | None = None) -> np.ndarray:
-    """The spot hashes that start before ``(1 - tau)`` of the mass in the global order.
+def prefix(spots: SpotSet, tau: float, classes: SpotClasses | None = None, overlap: int = 1) -> np.ndarray:
+    """The spots that start before ``(1 - tau)`` of the mass plus ``E_{overlap-1}``, in the global order.
 
     Without ``classes`` the order is the hash itself (``spots.hashes`` is sorted already);
     with them, it is (class, hash): the rarest spots first.
@@ -71,7 +81,26 @@ def prefix(spots: SpotSet, tau: float, classes: SpotClasses | None = None) -> np
         order = np.lexsort((hashes, classes.of(hashes)))
         hashes, counts = hashes[order], counts[order]
     before = np.cumsum(counts, dtype=np.int64) - counts
-    return hashes[before <= (1.0 - tau) * spots.size + 1e-9]
+    return hashes[before <= (1.0 - tau) * spots.size + top_mass(spots, overlap - 1) + 1e-9]
+
+
+def top_mass(spots: SpotSet, k: int) -> int:
+    """``E_k``: the mass of the ``k`` most frequent spots (0 for ``k <= 0``)."""
+    if k <= 0 or len(spots) == 0:
+        return 0
+    return int(np.sort(spots.counts)[::-1][:k].sum())
+
+
+def overlap_needed(spots: SpotSet, tau: float, most: int) -> int:
+    """How many distinct spots a page with Jaccard >= ``tau`` shares with these, up to ``most``.
+
+    The largest ``k <= most`` with ``E_{k-1} < tau * |A|``; probe with ``prefix(..., overlap=k)``
+    against postings made with ``overlap=most``, and keep candidates with ``k`` hits.
+    """
+    k = 1
+    while k < most and top_mass(spots, k) < tau * spots.size - 1e-9:
+        k += 1
+    return k
 
 
 class SpotClasses:

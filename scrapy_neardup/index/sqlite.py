@@ -47,7 +47,7 @@ from ..signatures.imatch import CollectionStats
 from ..signatures.spotsigs import SpotSet
 from ..verify import DECISION_ORDER, compare
 from .base import Verdict
-from .pruning import SpotClasses, partition_of, partitions_covering, prefix
+from .pruning import SpotClasses, overlap_needed, partition_of, partitions_covering, prefix
 
 SCHEMA_VERSION = 1
 APPLICATION = "scrapy-neardup"
@@ -63,6 +63,10 @@ PAGE_SIZE = 1024
 
 # Admitted documents after which spot frequency classes are frozen (a one-off re-posting of them).
 FREEZE_AT = 5000
+
+# Distinct spots a SpotSigs match must share in both prefixes (``pruning.overlap_needed``).
+# Files written before it was stored in ``meta`` ('spot_overlap') posted prefixes for 1.
+SPOT_OVERLAP = 2
 
 # A match found for a new page: (document id, similarity, method).
 Match = tuple[int, "float | None", "str | None"]
@@ -170,6 +174,7 @@ class SQLiteIndex:
         self._scope_ids: dict[str, int] = {}
         self._in_batch = False
         self._classes: SpotClasses | None = None
+        self._overlap = SPOT_OVERLAP
         try:
             if self.path.parent and not self.path.parent.exists():
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -242,7 +247,10 @@ class SQLiteIndex:
             if statement.strip():
                 self.db.execute(statement)
         self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        rows = [("application", APPLICATION), ("created_at", str(time.time())), ("config", self._shaping())]
+        rows = [
+            ("application", APPLICATION), ("created_at", str(time.time())), ("config", self._shaping()),
+            ("spot_overlap", str(SPOT_OVERLAP)),
+        ]  # fmt: skip
         self.db.executemany("INSERT OR IGNORE INTO meta VALUES (?, ?)", rows)
 
     def _shaping(self) -> str:
@@ -254,6 +262,7 @@ class SQLiteIndex:
         meta = dict(self.db.execute("SELECT key, value FROM meta"))
         if meta.get("application") != APPLICATION:
             raise IndexFileError(self.path, "is not a scrapy-neardup index")
+        self._overlap = int(meta.get("spot_overlap", 1))
         stored, current = json.loads(meta["config"]), json.loads(self._shaping())
         for name in SHAPING_KNOBS:
             if stored.get(name) != current.get(name):
@@ -469,9 +478,14 @@ class SQLiteIndex:
             kinds.append((KIND["ksentence"], fp.ksentence))
         return [_key(kind, scope, *values) for kind, *values in kinds]
 
-    def _spot_keys(self, spots: SpotSet, scope: int, parts: range) -> list[int]:
-        """Posting keys of a document's prefix spots in the given length partitions."""
-        rare = prefix(spots, self.config.spotsigs_threshold, self._classes).tolist()
+    def _spot_keys(self, spots: SpotSet, scope: int, parts: range, overlap: int | None = None) -> list[int]:
+        """Posting keys of a document's prefix spots in the given length partitions.
+
+        A stored document's prefix is extended for the index's overlap; a probe's for
+        what it needs (``overlap``), at most that.
+        """
+        tau = self.config.spotsigs_threshold
+        rare = prefix(spots, tau, self._classes, overlap or self._overlap).tolist()
         capped = sorted({min(part, _MAX_PART) for part in parts})
         bases = [(((scope & _SCOPE_MASK) << 12) | part) << 32 for part in capped]
         return [signed(base | s) for base in bases for s in rare]
@@ -494,13 +508,19 @@ class SQLiteIndex:
         tau = self.config.spotsigs_threshold
         least = max(1, self.config.spotsigs_min_spots)
         if "spotsigs" in self.config.methods and probe.spots.size >= least:
-            spot_keys = self._spot_keys(probe.spots, scope, partitions_covering(probe.spots.size, tau))
+            need = overlap_needed(probe.spots, tau, self._overlap)
+            parts = partitions_covering(probe.spots.size, tau)
+            spot_keys = self._spot_keys(probe.spots, scope, parts, need)
+            hits: list[int] = []
             for start in range(0, len(spot_keys), 500):
                 chunk = spot_keys[start : start + 500]
                 rows = self.db.execute(
                     f"SELECT doc FROM spot_postings WHERE key IN ({','.join('?' * len(chunk))})", chunk
                 )
-                found.update(r[0] for r in rows)
+                hits += [r[0] for r in rows]
+            if hits:  # only documents sharing ``need`` prefix spots can reach tau
+                docs, shared = np.unique(np.array(hits, dtype=np.int64), return_counts=True)
+                found.update(docs[shared >= need].tolist())
         if not found:
             return
         # The few columns the bounds need first; every signature only for the candidates that pass.
