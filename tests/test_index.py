@@ -98,11 +98,12 @@ def corpora(draw):
     st.sampled_from([0.3, 0.5, 0.7, 0.9]),
     st.sampled_from(["global", "host"]),
     st.sampled_from(["blocks", "permuted"]),
+    st.sampled_from([-1, 16, 32]),
 )
-def test_index_finds_exactly_what_brute_force_finds(tmp_path_factory, pages, methods, tau, scope, tables):
+def test_index_finds_exactly_what_brute_force_finds(tmp_path_factory, pages, methods, tau, scope, tables, few):
     config = DedupConfig(
         extractor="text", min_tokens=5, methods=methods, spotsigs_threshold=tau, scope=scope,
-        minhash_threshold=tau, simhash_distance=6, simhash_tables=tables,
+        minhash_threshold=tau, simhash_distance=6, simhash_tables=tables, spotsigs_few_spots_bits=few,
     )  # fmt: skip
     path = tmp_path_factory.mktemp("idx") / "index.db"
     assert run_index(path, config, pages) == brute_force(config, pages)
@@ -364,3 +365,20 @@ def test_processes_creating_one_new_index_at_once(tmp_path):
         for proc in procs:
             proc.join()
         assert sorted(map(str, outcomes)) == ["False", "True", "True", "True"]
+
+
+def test_pages_with_few_spots_are_found_with_a_simhash_witness(tmp_path):
+    # 3 spots a page: under min_spots, so only the SimHash witness lets SpotSigs decide.
+    text = "the harbour opened on monday after repairs lasting months while crews watched"
+    copy = text.replace("monday", "tuesday")
+    other = "a storm closed every road near the coast and schools sent children home early today"
+    pages = [("http://a.example/1", text), ("http://b.example/2", other), ("http://c.example/3", copy)]
+    config = DedupConfig(extractor="text", methods=("spotsigs",), min_tokens=5)
+    fps = [fingerprint(t, config) for _, t in pages]
+    assert all(0 < fp.spots.size < config.spotsigs_min_spots for fp in fps)
+    assert fps[0].simhash is not None  # computed for the witness although simhash is not a method
+    found = run_index(tmp_path / "few.db", config, pages)
+    assert found == brute_force(config, pages)
+    assert found[2] == (True, 1)
+    hard_cut = DedupConfig(extractor="text", methods=("spotsigs",), min_tokens=5, spotsigs_few_spots_bits=-1)
+    assert run_index(tmp_path / "cut.db", hard_cut, pages)[2] == (False, None)

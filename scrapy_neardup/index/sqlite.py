@@ -54,7 +54,8 @@ APPLICATION = "scrapy-neardup"
 
 # The knobs whose change makes stored signatures or postings incomparable.
 SHAPING_KNOBS = (
-    "methods", "spotsigs_threshold", "spotsigs_min_spots", "spotsigs_specs", "simhash_distance",
+    "methods", "spotsigs_threshold", "spotsigs_min_spots", "spotsigs_few_spots_bits", "spotsigs_specs",
+    "simhash_distance",
     "simhash_shingle", "simhash_tables", "minhash_perm", "minhash_shingle", "minhash_bands",
     "minhash_threshold", "shingles_size", "imatch_lexicons", "imatch_drop", "ksentence_k", "language",
 )  # fmt: skip
@@ -438,7 +439,7 @@ class SQLiteIndex:
         self.db.execute("DELETE FROM spot_postings")
         tau = self.config.spotsigs_threshold
         for doc, scope, spot_set in sets:
-            if spot_set.size < max(1, self.config.spotsigs_min_spots):
+            if spot_set.size < self.config.spotsigs_least_spots:
                 continue  # never a SpotSigs match: not posted (see _post)
             part = partition_of(spot_set.size, tau)
             self.db.executemany(
@@ -492,7 +493,7 @@ class SQLiteIndex:
             )
             found.update(r[0] for r in rows)
         tau = self.config.spotsigs_threshold
-        least = max(1, self.config.spotsigs_min_spots)
+        least = self.config.spotsigs_least_spots
         if "spotsigs" in self.config.methods and probe.spots.size >= least:
             spot_keys = self._spot_keys(probe.spots, scope, partitions_covering(probe.spots.size, tau))
             for start in range(0, len(spot_keys), 500):
@@ -541,7 +542,10 @@ class SQLiteIndex:
             bar = None
             if "spotsigs" in methods and spot_size and size:
                 small, large = sorted((spot_size, size))
-                if small >= tau * large - 1e-9 and small >= cfg.spotsigs_min_spots:
+                distance = None
+                if sim is not None and probe.simhash is not None:
+                    distance = (unsigned(sim) ^ probe.simhash).bit_count()
+                if small >= tau * large - 1e-9 and cfg.spotsigs_trusted(small, distance):
                     bar = tau
             near = (
                 confirm is not None
@@ -626,7 +630,7 @@ class SQLiteIndex:
 
     def _post(self, doc_id: int, fp: Fingerprint, spots: SpotSet, scope: int) -> None:
         keys = self._lookup_keys(fp, scope, posting=True)
-        least = max(1, self.config.spotsigs_min_spots)
+        least = self.config.spotsigs_least_spots
         if "spotsigs" in self.config.methods and spots.size >= least:
             part = partition_of(spots.size, self.config.spotsigs_threshold)
             self.db.executemany(
