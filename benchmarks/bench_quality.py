@@ -550,11 +550,12 @@ def sweep(bench: Bench, names: Sequence[str], base: DedupConfig) -> list[dict[st
                       [(f"{t:.2f}", rep(base, methods=("spotsigs",), spotsigs_specs=specs,
                                         spotsigs_threshold=t))
                        for t in (0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7)]))  # fmt: skip
+    spot = ("spotsigs",)
     grids.append(("spotsigs alone, min_spots 12: few_spots_bits (SimHash witness under 12 spots)",
-                  [(str(k), rep(base, methods=("spotsigs",), spotsigs_min_spots=12, spotsigs_few_spots_bits=k))
+                  [(str(k), rep(base, methods=spot, spotsigs_min_spots=12, spotsigs_few_spots_bits=k))
                    for k in (-1, 0, 4, 8, 10, 12, 14, 16, 18, 20, 24)]))  # fmt: skip
     grids.append(("spotsigs alone, few_spots_bits -1: min_spots",
-                  [(str(k), rep(base, methods=("spotsigs",), spotsigs_few_spots_bits=-1, spotsigs_min_spots=k))
+                  [(str(k), rep(base, methods=spot, spotsigs_few_spots_bits=-1, spotsigs_min_spots=k))
                    for k in (1, 4, 8, 10, 12, 16, 20)]))  # fmt: skip
     for confirm in (0.0, 0.2, 0.3):
         grids.append((f"simhash alone, confirm {confirm}: distance",

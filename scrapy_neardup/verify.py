@@ -61,7 +61,8 @@ def method_result(method: str, a: Fingerprint, b: Fingerprint, config: DedupConf
         if not a.spots.size or not b.spots.size:
             return None
         sim = multiset_jaccard(a.spots, b.spots)
-        tau, least, bits = config.spotsigs_threshold, config.spotsigs_min_spots, config.spotsigs_few_spots_bits
+        tau, least = config.spotsigs_threshold, config.spotsigs_min_spots
+        bits = config.spotsigs_few_spots_bits
         small = min(a.spots.size, b.spots.size)
         distance = hamming(a.simhash, b.simhash) if a.simhash is not None and b.simhash is not None else None
         trusted = config.spotsigs_trusted(small, distance)

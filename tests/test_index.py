@@ -100,7 +100,9 @@ def corpora(draw):
     st.sampled_from(["blocks", "permuted"]),
     st.sampled_from([-1, 16, 32]),
 )
-def test_index_finds_exactly_what_brute_force_finds(tmp_path_factory, pages, methods, tau, scope, tables, few):
+def test_index_finds_exactly_what_brute_force_finds(
+    tmp_path_factory, pages, methods, tau, scope, tables, few
+):
     config = DedupConfig(
         extractor="text", min_tokens=5, methods=methods, spotsigs_threshold=tau, scope=scope,
         minhash_threshold=tau, simhash_distance=6, simhash_tables=tables, spotsigs_few_spots_bits=few,
