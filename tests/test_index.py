@@ -262,6 +262,23 @@ def test_changed_threshold_is_refused_with_the_setting_name(tmp_path):
         SQLiteIndex(tmp_path / "i.db", DedupConfig(spotsigs_threshold=0.7))
 
 
+def test_index_from_before_the_few_spots_knob_reads_as_the_hard_cut(tmp_path):
+    import json
+
+    path = tmp_path / "old.db"
+    SQLiteIndex(path, DedupConfig(spotsigs_few_spots_bits=-1)).close()
+    con = sqlite3.connect(path)
+    stored = json.loads(con.execute("SELECT value FROM meta WHERE key = 'config'").fetchone()[0])
+    del stored["spotsigs_few_spots_bits"]  # as written before the knob existed
+    con.execute("UPDATE meta SET value = ? WHERE key = 'config'", (json.dumps(stored),))
+    con.commit()
+    con.close()
+    assert SQLiteIndex.open_existing(path).config.spotsigs_few_spots_bits == -1
+    SQLiteIndex(path, DedupConfig(spotsigs_few_spots_bits=-1)).close()
+    with pytest.raises(IndexFileError, match="NEARDUP_SPOTSIGS_FEW_SPOTS_BITS"):
+        SQLiteIndex(path, DedupConfig())
+
+
 def test_unwritable_location_fails_clearly(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")

@@ -59,6 +59,8 @@ SHAPING_KNOBS = (
     "simhash_shingle", "simhash_tables", "minhash_perm", "minhash_shingle", "minhash_bands",
     "minhash_threshold", "shingles_size", "imatch_lexicons", "imatch_drop", "ksentence_k", "language",
 )  # fmt: skip
+# Shaping knobs added after indexes were first written: the value an index without them was built with.
+LEGACY_KNOBS = {"spotsigs_few_spots_bits": -1}
 
 PAGE_SIZE = 1024
 
@@ -195,7 +197,7 @@ class SQLiteIndex:
             raise IndexFileError(path, f"is not a scrapy-neardup index ({exc})") from None
         if row is None:
             raise IndexFileError(path, "is not a scrapy-neardup index")
-        stored = json.loads(row[0])
+        stored = {**LEGACY_KNOBS, **json.loads(row[0])}
         return cls(path, DedupConfig.from_options({k: v for k, v in stored.items() if k in SHAPING_KNOBS}))
 
     # --- opening --------------------------------------------------------------------------
@@ -255,7 +257,7 @@ class SQLiteIndex:
         meta = dict(self.db.execute("SELECT key, value FROM meta"))
         if meta.get("application") != APPLICATION:
             raise IndexFileError(self.path, "is not a scrapy-neardup index")
-        stored, current = json.loads(meta["config"]), json.loads(self._shaping())
+        stored, current = {**LEGACY_KNOBS, **json.loads(meta["config"])}, json.loads(self._shaping())
         for name in SHAPING_KNOBS:
             if stored.get(name) != current.get(name):
                 raise IndexFileError(
