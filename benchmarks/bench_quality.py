@@ -258,6 +258,9 @@ def method_matrix(view: View, method: str, config: DedupConfig) -> np.ndarray:
         jac, both = view.spot()
         sizes = np.array([fp.spots.size for fp in view.fps], dtype=np.int64)
         enough = np.minimum(sizes[:, None], sizes[None, :]) >= config.spotsigs_min_spots
+        if config.spotsigs_few_spots_bits >= 0:
+            # Under min_spots the SimHash of all the words must agree too (verify.method_result).
+            enough |= view.simhash() <= config.spotsigs_few_spots_bits
         return both & enough & (jac >= config.spotsigs_threshold)
     if method == "simhash":
         near = view.simhash() <= config.simhash_distance
@@ -547,6 +550,13 @@ def sweep(bench: Bench, names: Sequence[str], base: DedupConfig) -> list[dict[st
                       [(f"{t:.2f}", rep(base, methods=("spotsigs",), spotsigs_specs=specs,
                                         spotsigs_threshold=t))
                        for t in (0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7)]))  # fmt: skip
+    spot = ("spotsigs",)
+    grids.append(("spotsigs alone, min_spots 12: few_spots_bits (SimHash witness under 12 spots)",
+                  [(str(k), rep(base, methods=spot, spotsigs_min_spots=12, spotsigs_few_spots_bits=k))
+                   for k in (-1, 0, 4, 8, 10, 12, 14, 16, 18, 20, 24)]))  # fmt: skip
+    grids.append(("spotsigs alone, few_spots_bits -1: min_spots",
+                  [(str(k), rep(base, methods=spot, spotsigs_few_spots_bits=-1, spotsigs_min_spots=k))
+                   for k in (1, 4, 8, 10, 12, 16, 20)]))  # fmt: skip
     for confirm in (0.0, 0.2, 0.3):
         grids.append((f"simhash alone, confirm {confirm}: distance",
                       [(str(k), rep(base, methods=("simhash",), simhash_distance=k, simhash_confirm=confirm))
@@ -669,7 +679,8 @@ def main() -> int:
     print(f"Detection quality: precision (P), recall (R) and F1 of duplicate pairs. Defaults: "
           f"methods {'+'.join(default.methods)}, extractor {default.extractor}, "
           f"min_tokens {default.min_tokens}, spotsigs >= {default.spotsigs_threshold} "
-          f"(specs {','.join(f'{d}:{c}' for d, c in default.spotsigs_specs)}), "
+          f"(specs {','.join(f'{d}:{c}' for d, c in default.spotsigs_specs)}; under "
+          f"{default.spotsigs_min_spots} spots only with SimHash <= {default.spotsigs_few_spots_bits} bits), "
           f"simhash <= {default.simhash_distance} bits (confirm {default.simhash_confirm}).")  # fmt: skip
     summary = []
     for name in names:

@@ -26,10 +26,16 @@ SCOPES = ("global", "domain", "host")
 # benchmarks/bench_quality.py (README, "Detection quality").
 PRESETS: dict[str, dict[str, Any]] = {
     # Near-identical copies only: beside a template change, about 5 % of words may differ.
-    "strict": {"spotsigs_threshold": 0.6, "simhash_distance": 2, "simhash_confirm": 0.5},
+    # Pages under spotsigs_min_spots spots are left to the exact and SimHash methods.
+    "strict": {
+        "spotsigs_threshold": 0.6,
+        "simhash_distance": 2,
+        "simhash_confirm": 0.5,
+        "spotsigs_few_spots_bits": -1,
+    },
     "default": {},
     # Heavily edited copies too, at the risk of joining sibling pages that share most of their text.
-    "loose": {"spotsigs_threshold": 0.25, "simhash_distance": 4},
+    "loose": {"spotsigs_threshold": 0.25, "simhash_distance": 4, "spotsigs_few_spots_bits": 20},
 }
 
 
@@ -134,6 +140,13 @@ class DedupConfig:
         "spots (with multiplicity) both pages need for SpotSigs to call them duplicates; "
         "a Jaccard over fewer is noise (listing pages sharing a few teasers)",
     )
+    spotsigs_few_spots_bits: int = knob(
+        16,
+        _parse_int,
+        "SimHash distance (of 64 bits) within which a pair with a page under spotsigs_min_spots "
+        "spots may still match on SpotSigs: a Jaccard over few spots needs that second witness; "
+        "-1: such pairs never match on SpotSigs",
+    )
     spotsigs_specs: tuple[tuple[int, int], ...] = knob(
         ((1, 2),), _parse_specs, "SpotSigs spot specs 'd:c' (distance, chain length), comma-separated"
     )
@@ -205,6 +218,22 @@ class DedupConfig:
                 raise ConfigError(f.name, problem)
 
     @property
+    def spotsigs_least_spots(self) -> int:
+        """The fewest spots a page can have and still match on SpotSigs (with the SimHash witness)."""
+        return 1 if self.spotsigs_few_spots_bits >= 0 else max(1, self.spotsigs_min_spots)
+
+    def spotsigs_trusted(self, small_size: int, distance: int | None) -> bool:
+        """Whether a SpotSigs Jaccard may decide a pair whose smaller page has ``small_size`` spots.
+
+        From ``spotsigs_min_spots`` spots on both pages, always; under it only when the pages'
+        SimHash ``distance`` (None: unknown) is within ``spotsigs_few_spots_bits``.
+        """
+        if small_size >= self.spotsigs_min_spots:
+            return True
+        bits = self.spotsigs_few_spots_bits
+        return small_size >= 1 and bits >= 0 and distance is not None and distance <= bits
+
+    @property
     def minhash_lsh(self) -> tuple[int, int]:
         """(bands, rows) for the MinHash LSH index."""
         from .signatures.minhash import lsh_params
@@ -272,6 +301,8 @@ def _check(name: str, value: Any, config: DedupConfig) -> str | None:
         return f"must be at least imatch_idf_low ({config.imatch_idf_low}), got {value!r}"
     elif name == "spotsigs_specs" and (not value or any(d < 1 or c < 1 or c > 8 for d, c in value)):
         return f"need at least one spec with distance >= 1 and chain length 1..8, got {value!r}"
+    elif name == "spotsigs_few_spots_bits" and not -1 <= value <= 32:
+        return f"must be -1 (off) or between 0 and 32 bits, got {value!r}"
     elif name == "simhash_distance" and not 0 <= value <= 32:
         return f"must be between 0 and 32 bits, got {value!r}"
     elif name == "minhash_bands" and value is not None and not 1 <= value <= config.minhash_perm:

@@ -55,10 +55,13 @@ class Fingerprint:
 
 
 def needed_methods(config: DedupConfig) -> frozenset[str]:
-    """The signatures the configured methods read: SimHash confirmation needs SpotSigs too."""
+    """The signatures the configured methods read: SimHash confirmation needs SpotSigs too, and
+    SpotSigs on pages with few spots needs SimHash (``spotsigs_few_spots_bits``)."""
     methods = set(config.methods)
     if "simhash" in methods and config.simhash_confirm > 0:
         methods.add("spotsigs")
+    if "spotsigs" in methods and config.spotsigs_few_spots_bits >= 0 and config.spotsigs_min_spots > 1:
+        methods.add("simhash")
     return frozenset(methods)
 
 

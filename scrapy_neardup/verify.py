@@ -62,9 +62,16 @@ def method_result(method: str, a: Fingerprint, b: Fingerprint, config: DedupConf
             return None
         sim = multiset_jaccard(a.spots, b.spots)
         tau, least = config.spotsigs_threshold, config.spotsigs_min_spots
-        enough = min(a.spots.size, b.spots.size) >= least
-        threshold = f">= {tau:.2f}" + (f", >= {least} spots each" if least > 1 else "")
-        return MethodResult(method, sim, sim, f"{sim:.3f} Jaccard", threshold, sim >= tau and enough)
+        bits = config.spotsigs_few_spots_bits
+        small = min(a.spots.size, b.spots.size)
+        distance = hamming(a.simhash, b.simhash) if a.simhash is not None and b.simhash is not None else None
+        trusted = config.spotsigs_trusted(small, distance)
+        threshold = f">= {tau:.2f}"
+        if least > 1:
+            # A Jaccard over few spots is weak evidence: under min_spots, SimHash must agree too.
+            witness = f" or SimHash <= {bits} bits" if bits >= 0 else ""
+            threshold += f", >= {least} spots each{witness}"
+        return MethodResult(method, sim, sim, f"{sim:.3f} Jaccard", threshold, sim >= tau and trusted)
     if method == "simhash":
         if a.simhash is None or b.simhash is None:
             return None

@@ -88,3 +88,20 @@ def test_readme_documents_every_setting():
     for name, _, _ in DedupConfig.docs():
         assert f"`NEARDUP_{name.upper()}`" in readme
         assert f"`--{name.replace('_', '-')}`" in readme
+
+
+def test_few_spots_witness_knob():
+    config = DedupConfig()
+    assert (config.spotsigs_min_spots, config.spotsigs_few_spots_bits) == (12, 16)
+    assert config.spotsigs_least_spots == 1
+    assert config.spotsigs_trusted(12, None) and config.spotsigs_trusted(12, 40)
+    assert config.spotsigs_trusted(3, 16) and not config.spotsigs_trusted(3, 17)
+    assert not config.spotsigs_trusted(3, None) and not config.spotsigs_trusted(0, 0)
+    off = DedupConfig(spotsigs_few_spots_bits=-1)
+    assert off.spotsigs_least_spots == 12 and not off.spotsigs_trusted(11, 0)
+    assert DedupConfig.from_settings({"NEARDUP_SPOTSIGS_FEW_SPOTS_BITS": "-1"}).spotsigs_few_spots_bits == -1
+    assert DedupConfig(preset="strict").spotsigs_few_spots_bits == -1
+    assert DedupConfig(preset="loose").spotsigs_few_spots_bits == 20
+    for bad in (-2, 33):
+        with pytest.raises(ConfigError, match="NEARDUP_SPOTSIGS_FEW_SPOTS_BITS"):
+            DedupConfig.from_settings({"NEARDUP_SPOTSIGS_FEW_SPOTS_BITS": bad})

@@ -107,11 +107,14 @@ def corpora(draw):
     st.sampled_from([0.3, 0.5, 0.7, 0.9]),
     st.sampled_from(["global", "host"]),
     st.sampled_from(["blocks", "permuted"]),
+    st.sampled_from([-1, 16, 32]),
 )
-def test_index_finds_exactly_what_brute_force_finds(tmp_path_factory, pages, methods, tau, scope, tables):
+def test_index_finds_exactly_what_brute_force_finds(
+    tmp_path_factory, pages, methods, tau, scope, tables, few
+):
     config = DedupConfig(
         extractor="text", min_tokens=5, methods=methods, spotsigs_threshold=tau, scope=scope,
-        minhash_threshold=tau, simhash_distance=6, simhash_tables=tables,
+        minhash_threshold=tau, simhash_distance=6, simhash_tables=tables, spotsigs_few_spots_bits=few,
     )  # fmt: skip
     path = tmp_path_factory.mktemp("idx") / "index.db"
     assert run_index(path, config, pages) == brute_force(config, pages)
@@ -326,6 +329,23 @@ def test_changed_threshold_is_refused_with_the_setting_name(tmp_path):
         SQLiteIndex(tmp_path / "i.db", DedupConfig(spotsigs_threshold=0.7))
 
 
+def test_index_from_before_the_few_spots_knob_reads_as_the_hard_cut(tmp_path):
+    import json
+
+    path = tmp_path / "old.db"
+    SQLiteIndex(path, DedupConfig(spotsigs_few_spots_bits=-1)).close()
+    con = sqlite3.connect(path)
+    stored = json.loads(con.execute("SELECT value FROM meta WHERE key = 'config'").fetchone()[0])
+    del stored["spotsigs_few_spots_bits"]  # as written before the knob existed
+    con.execute("UPDATE meta SET value = ? WHERE key = 'config'", (json.dumps(stored),))
+    con.commit()
+    con.close()
+    assert SQLiteIndex.open_existing(path).config.spotsigs_few_spots_bits == -1
+    SQLiteIndex(path, DedupConfig(spotsigs_few_spots_bits=-1)).close()
+    with pytest.raises(IndexFileError, match="NEARDUP_SPOTSIGS_FEW_SPOTS_BITS"):
+        SQLiteIndex(path, DedupConfig())
+
+
 def test_unwritable_location_fails_clearly(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
@@ -431,3 +451,20 @@ def test_processes_creating_one_new_index_at_once(tmp_path):
         for proc in procs:
             proc.join()
         assert sorted(map(str, outcomes)) == ["False", "True", "True", "True"]
+
+
+def test_pages_with_few_spots_are_found_with_a_simhash_witness(tmp_path):
+    # 3 spots a page: under min_spots, so only the SimHash witness lets SpotSigs decide.
+    text = "the harbour opened on monday after repairs lasting months while crews watched"
+    copy = text.replace("monday", "tuesday")
+    other = "a storm closed every road near the coast and schools sent children home early today"
+    pages = [("http://a.example/1", text), ("http://b.example/2", other), ("http://c.example/3", copy)]
+    config = DedupConfig(extractor="text", methods=("spotsigs",), min_tokens=5)
+    fps = [fingerprint(t, config) for _, t in pages]
+    assert all(0 < fp.spots.size < config.spotsigs_min_spots for fp in fps)
+    assert fps[0].simhash is not None  # computed for the witness although simhash is not a method
+    found = run_index(tmp_path / "few.db", config, pages)
+    assert found == brute_force(config, pages)
+    assert found[2] == (True, 1)
+    hard_cut = DedupConfig(extractor="text", methods=("spotsigs",), min_tokens=5, spotsigs_few_spots_bits=-1)
+    assert run_index(tmp_path / "cut.db", hard_cut, pages)[2] == (False, None)

@@ -46,3 +46,20 @@ def test_only_configured_methods_decide():
 def test_methods_without_signatures_are_left_out():
     result = compare(BASE, BASE, DedupConfig())
     assert set(result.results) == {"exact", "spotsigs", "simhash"}
+
+
+def test_few_spots_need_a_simhash_witness():
+    variant = dataclasses.replace(BASE, exact=2, spots=spots(1, 2, 3, 5), simhash=0b1010)
+    config = DedupConfig(methods=("spotsigs",), spotsigs_threshold=0.6)
+    assert config.spotsigs_min_spots > 4
+    result = compare(BASE, variant, config)
+    assert result.duplicate and result.method == "spotsigs"
+    assert "SimHash <= 16 bits" in result.results["spotsigs"].threshold
+    far = dataclasses.replace(variant, simhash=(1 << 20) - 1)  # 17 bits from BASE
+    assert not compare(BASE, far, config).duplicate
+    no_simhash = dataclasses.replace(variant, simhash=None)
+    assert not compare(BASE, no_simhash, config).duplicate
+    hard_cut = DedupConfig(methods=("spotsigs",), spotsigs_threshold=0.6, spotsigs_few_spots_bits=-1)
+    assert not compare(BASE, variant, hard_cut).duplicate
+    # The witness only lets the Jaccard decide; it never replaces the threshold.
+    assert not compare(BASE, variant, DedupConfig(methods=("spotsigs",), spotsigs_threshold=0.7)).duplicate

@@ -54,10 +54,13 @@ APPLICATION = "scrapy-neardup"
 
 # The knobs whose change makes stored signatures or postings incomparable.
 SHAPING_KNOBS = (
-    "methods", "spotsigs_threshold", "spotsigs_min_spots", "spotsigs_specs", "simhash_distance",
-    "simhash_shingle", "simhash_tables", "minhash_perm", "minhash_shingle", "minhash_bands",
-    "minhash_threshold", "shingles_size", "imatch_lexicons", "imatch_drop", "ksentence_k", "language",
+    "methods", "spotsigs_threshold", "spotsigs_min_spots", "spotsigs_few_spots_bits", "spotsigs_specs",
+    "simhash_distance", "simhash_shingle", "simhash_tables", "minhash_perm", "minhash_shingle",
+    "minhash_bands", "minhash_threshold", "shingles_size", "imatch_lexicons", "imatch_drop", "ksentence_k",
+    "language",
 )  # fmt: skip
+# Shaping knobs added after indexes were first written: the value an index without them was built with.
+LEGACY_KNOBS = {"spotsigs_few_spots_bits": -1}
 
 PAGE_SIZE = 1024
 
@@ -199,7 +202,7 @@ class SQLiteIndex:
             raise IndexFileError(path, f"is not a scrapy-neardup index ({exc})") from None
         if row is None:
             raise IndexFileError(path, "is not a scrapy-neardup index")
-        stored = json.loads(row[0])
+        stored = {**LEGACY_KNOBS, **json.loads(row[0])}
         return cls(path, DedupConfig.from_options({k: v for k, v in stored.items() if k in SHAPING_KNOBS}))
 
     # --- opening --------------------------------------------------------------------------
@@ -263,7 +266,7 @@ class SQLiteIndex:
         if meta.get("application") != APPLICATION:
             raise IndexFileError(self.path, "is not a scrapy-neardup index")
         self._overlap = int(meta.get("spot_overlap", 1))
-        stored, current = json.loads(meta["config"]), json.loads(self._shaping())
+        stored, current = {**LEGACY_KNOBS, **json.loads(meta["config"])}, json.loads(self._shaping())
         for name in SHAPING_KNOBS:
             if stored.get(name) != current.get(name):
                 raise IndexFileError(
@@ -447,7 +450,7 @@ class SQLiteIndex:
         self.db.execute("DELETE FROM spot_postings")
         tau = self.config.spotsigs_threshold
         for doc, scope, spot_set in sets:
-            if spot_set.size < max(1, self.config.spotsigs_min_spots):
+            if spot_set.size < self.config.spotsigs_least_spots:
                 continue  # never a SpotSigs match: not posted (see _post)
             part = partition_of(spot_set.size, tau)
             self.db.executemany(
@@ -506,7 +509,7 @@ class SQLiteIndex:
             )
             found.update(r[0] for r in rows)
         tau = self.config.spotsigs_threshold
-        least = max(1, self.config.spotsigs_min_spots)
+        least = self.config.spotsigs_least_spots
         if "spotsigs" in self.config.methods and probe.spots.size >= least:
             need = overlap_needed(probe.spots, tau, self._overlap)
             parts = partitions_covering(probe.spots.size, tau)
@@ -561,7 +564,10 @@ class SQLiteIndex:
             bar = None
             if "spotsigs" in methods and spot_size and size:
                 small, large = sorted((spot_size, size))
-                if small >= tau * large - 1e-9 and small >= cfg.spotsigs_min_spots:
+                distance = None
+                if sim is not None and probe.simhash is not None:
+                    distance = (unsigned(sim) ^ probe.simhash).bit_count()
+                if small >= tau * large - 1e-9 and cfg.spotsigs_trusted(small, distance):
                     bar = tau
             near = (
                 confirm is not None
@@ -646,7 +652,7 @@ class SQLiteIndex:
 
     def _post(self, doc_id: int, fp: Fingerprint, spots: SpotSet, scope: int) -> None:
         keys = self._lookup_keys(fp, scope, posting=True)
-        least = max(1, self.config.spotsigs_min_spots)
+        least = self.config.spotsigs_least_spots
         if "spotsigs" in self.config.methods and spots.size >= least:
             part = partition_of(spots.size, self.config.spotsigs_threshold)
             self.db.executemany(
