@@ -38,7 +38,7 @@ CONFIGS = {
     "resiliparse workers=2": {"NEARDUP_EXTRACTOR": "resiliparse", "NEARDUP_WORKERS": 2},
     # Tag mode: every page still reaches the spider, so nothing is saved by not parsing the
     # duplicates; this is the middleware's own cost.
-    "resiliparse inline, tag": {"NEARDUP_EXTRACTOR": "resiliparse", "NEARDUP_ACTION": "tag"},
+    "resiliparse inline tag": {"NEARDUP_EXTRACTOR": "resiliparse", "NEARDUP_ACTION": "tag"},
 }
 
 

@@ -38,6 +38,7 @@ _BINARY_MAGIC = (
     b"II*\x00", b"MM\x00*", b"7z\xbc\xaf", b"Rar!", b"\x28\xb5\x2f\xfd", b"%!PS",
 )  # fmt: skip
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+_CONTROL_BYTES = bytes([*range(9), *range(14, 32)])  # control characters text never holds
 
 
 def looks_binary(body: bytes) -> bool:
@@ -47,7 +48,7 @@ def looks_binary(body: bytes) -> bool:
         return True
     if head.startswith(_UTF16_BOMS) or head.startswith(b"\xef\xbb\xbf"):
         return False
-    controls = sum(1 for byte in head if byte < 9 or 13 < byte < 32)
+    controls = len(head) - len(head.translate(None, _CONTROL_BYTES))
     return controls > max(8, len(head) // 50)
 
 
@@ -216,6 +217,9 @@ def drop_repeated_lines(text: str, min_chars: int = 30) -> str:
     seen: set[str] = set()
     kept = []
     for line in text.splitlines():
+        if len(line) < min_chars:  # its collapsed form is shorter still
+            kept.append(line)
+            continue
         key = " ".join(line.split())
         if len(key) >= min_chars:
             if key in seen:

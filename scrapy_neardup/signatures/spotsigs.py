@@ -10,10 +10,11 @@ rather than its template. A page is the multiset of its spot hashes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
-from ._hashing import combine, mix64
+from ._hashing import combine, mix64, token_hashes
 
 
 def _words(text: str) -> frozenset[str]:
@@ -152,20 +153,39 @@ class SpotSet:
         return len(self.hashes)
 
 
-def spot_chains(tokens: list[str], language: str, d: int, c: int) -> tuple[np.ndarray, np.ndarray]:
+@lru_cache(maxsize=64)
+def _hash_set(words: frozenset[str]) -> np.ndarray:
+    """The sorted token hashes of a word set, for a vectorized membership test."""
+    return np.unique(token_hashes(sorted(words)))
+
+
+def _member(hashes: np.ndarray, words: frozenset[str]) -> np.ndarray:
+    """Which tokens (by their hashes) are in ``words``: one binary search each, no Python loop."""
+    table = _hash_set(words)
+    if not len(table):
+        return np.zeros(len(hashes), dtype=bool)
+    at = np.minimum(np.searchsorted(table, hashes), len(table) - 1)
+    return table[at] == hashes
+
+
+def spot_chains(
+    tokens: list[str], language: str, d: int, c: int, hashes: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Token positions of every spot for one ``(d, c)`` spec: antecedents (m,) and their chains (m, c).
 
     A language without an antecedent set makes every word an antecedent, so the spots
     become plain word n-grams. Antecedents too near the end for a full chain give no spot.
+    Pass the tokens' ``hashes`` when they are at hand (``_hashing.token_hashes``).
     """
+    if hashes is None:
+        hashes = token_hashes(tokens)
     antecedents = ANTECEDENTS.get(language)
-    stop = STOPWORDS.get(language, frozenset())
-    not_stop = np.fromiter((t not in stop for t in tokens), dtype=bool, count=len(tokens))
+    not_stop = ~_member(hashes, STOPWORDS.get(language, frozenset()))
     if antecedents is None:
         is_ante = np.ones(len(tokens), dtype=bool)
         is_chain = not_stop
     else:
-        is_ante = np.fromiter((t in antecedents for t in tokens), dtype=bool, count=len(tokens))
+        is_ante = _member(hashes, antecedents)
         is_chain = ~is_ante & not_stop
     ante_pos = np.flatnonzero(is_ante)
     chain_pos = np.flatnonzero(is_chain)
@@ -189,7 +209,7 @@ def spot_signatures(
     """
     parts = []
     for d, c in specs:
-        ante, chains = spot_chains(tokens, language, d, c)
+        ante, chains = spot_chains(tokens, language, d, c, hashes)
         acc = mix64(hashes[ante] ^ np.uint64((d << 8) | c))
         for col in range(c):
             acc = combine(acc, hashes[chains[:, col]])
