@@ -244,6 +244,24 @@ def test_files_posted_for_one_shared_spot_keep_their_answers(tmp_path, aeb_pages
     assert sum(dup for dup, _ in found[40:]) >= 12
 
 
+def test_pages_with_more_spot_keys_than_one_query_binds(tmp_path, aeb_pages):
+    """Keys beyond SQLite's variable limit are queried in chunks whose counts add up."""
+    rng = random.Random(4)
+    texts = [fingerprint(body, DedupConfig(extractor="plain")).text for body in list(aeb_pages.values())[:25]]
+    pages = [(f"http://a.example/{i}", text) for i, text in enumerate(texts)]
+    for i, text in enumerate(texts[:10]):
+        words = text.split()
+        for _ in range(len(words) // 10):
+            words[rng.randrange(len(words))] = "edited"
+        pages.append((f"http://b.example/{i}", " ".join(words)))
+    config = DedupConfig(methods=("spotsigs",), extractor="text")
+    with Detector.open(tmp_path / "chunks.db", config) as detector:
+        detector.index._max_keys = 1  # one key a query: every count is summed
+        found = [(v.duplicate, v.duplicate_of) for v in (detector.check(u, t) for u, t in pages)]
+    assert found == brute_force(config, pages)
+    assert sum(dup for dup, _ in found) >= 8
+
+
 def test_partitions_follow_the_paper():
     assert partition_bounds(0.5)[:6] == (1, 2, 4, 8, 16, 32)
     assert partition_bounds(0.8)[:6] == (1, 2, 3, 4, 5, 7)
