@@ -84,7 +84,13 @@ def run(size: int, seed: int, workers: int, folder: Path) -> dict:
                 peer[done] = time.perf_counter_ns() - start
                 found_peer += bool(hits) and doc.copy_of >= 0
                 done += 1
-            print(f"  {size:,}: {done:,} done", file=sys.stderr, flush=True)
+            last = ours[done - len(chunk) : done] / 1e6
+            print(
+                f"  {size:,}: {done:,} done; these {len(chunk):,} checks: median {np.median(last):.3f} ms,"
+                f" p99 {np.percentile(last, 99):.2f} ms",
+                file=sys.stderr,
+                flush=True,
+            )
     index.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     stats = index.stats()
     index.close()
