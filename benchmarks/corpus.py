@@ -181,3 +181,43 @@ def build_index(
         return index.stats()
     finally:
         index.close()
+
+
+def spot_sharing(fingerprints: list) -> float:
+    """Median share of a document's distinct spots that some other document of the set also has."""
+    from collections import Counter
+
+    df: Counter[int] = Counter()
+    for fp in fingerprints:
+        df.update(fp.spots.hashes.tolist())
+    return float(np.median([np.mean([df[h] > 1 for h in fp.spots.hashes.tolist()]) for fp in fingerprints]))
+
+
+def compare_with_real() -> None:
+    """How often spots recur across distinct real English articles, and across as many generated ones.
+
+        python benchmarks/corpus.py
+
+    The index's cost grows with how often a page's rare spots recur in other pages, so the
+    generator should not share more of them than real text does.
+    """
+    from scrapy_neardup import DedupConfig
+    from scrapy_neardup.fingerprint import fingerprint
+
+    def usable(fp: object) -> bool:
+        return fp.judged and fp.language == "en" and fp.spots.size >= 12
+
+    pages = sorted((SHARED / "data" / "cleanportaleval").rglob("*.htm*"))
+    real = [fingerprint(t, DedupConfig(extractor="text")) for t in aeb_texts()]
+    real += [fingerprint(p.read_bytes(), DedupConfig()) for p in pages]
+    real = [fp for fp in real if usable(fp)]
+    config = DedupConfig(extractor="text")
+    originals = (d for d in documents(2 * len(real), seed=11) if d.copy_of < 0)
+    made = [fp for fp in (fingerprint(d.text, config) for d in originals) if usable(fp)]
+    made = made[: len(real)]
+    print(f"real English articles (aeb, cleanportaleval): {len(real)}, spots shared {spot_sharing(real):.3f}")
+    print(f"generated documents, variants left out:       {len(made)}, spots shared {spot_sharing(made):.3f}")
+
+
+if __name__ == "__main__":
+    compare_with_real()
