@@ -97,8 +97,9 @@ def overlap_needed(spots: SpotSet, tau: float, most: int) -> int:
     The largest ``k <= most`` with ``E_{k-1} < tau * |A|``; probe with ``prefix(..., overlap=k)``
     against postings made with ``overlap=most``, and keep candidates with ``k`` hits.
     """
+    heaviest = np.cumsum(np.sort(spots.counts)[::-1][: max(most - 1, 0)])  # E_1, E_2, ...
     k = 1
-    while k < most and top_mass(spots, k) < tau * spots.size - 1e-9:
+    while k < most and k <= len(heaviest) and heaviest[k - 1] < tau * spots.size - 1e-9:
         k += 1
     return k
 

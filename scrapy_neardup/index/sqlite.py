@@ -183,7 +183,6 @@ class SQLiteIndex:
         self._scope_ids: dict[str, int] = {}
         self._in_batch = False
         self._classes: SpotClasses | None = None
-        self._overlap = SPOT_OVERLAP
         try:
             if self.path.parent and not self.path.parent.exists():
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -274,7 +273,7 @@ class SQLiteIndex:
         meta = dict(self.db.execute("SELECT key, value FROM meta"))
         if meta.get("application") != APPLICATION:
             raise IndexFileError(self.path, "is not a scrapy-neardup index")
-        self._overlap = int(meta.get("spot_overlap", 1))
+        self._overlap = int(meta.get("spot_overlap", 1))  # written by _create for new files
         stored, current = {**LEGACY_KNOBS, **json.loads(meta["config"])}, json.loads(self._shaping())
         for name in SHAPING_KNOBS:
             if stored.get(name) != current.get(name):
@@ -575,20 +574,14 @@ class SQLiteIndex:
                 sure.append(row)
                 continue
             bar = None
+            distance = None  # SimHash Hamming distance, read by both methods below
+            if sim is not None and probe.simhash is not None:
+                distance = (unsigned(sim) ^ probe.simhash).bit_count()
             if "spotsigs" in methods and spot_size and size:
                 small, large = sorted((spot_size, size))
-                distance = None
-                if sim is not None and probe.simhash is not None:
-                    distance = (unsigned(sim) ^ probe.simhash).bit_count()
                 if small >= tau * large - 1e-9 and cfg.spotsigs_trusted(small, distance):
                     bar = tau
-            near = (
-                confirm is not None
-                and sim is not None
-                and probe.simhash is not None
-                and (unsigned(sim) ^ probe.simhash).bit_count() <= cfg.simhash_distance
-            )
-            if near:
+            if confirm is not None and distance is not None and distance <= cfg.simhash_distance:
                 if not confirm:
                     sure.append(row)
                     continue
