@@ -272,7 +272,7 @@ def run_report(args: argparse.Namespace) -> int:
         raise InputError(f"{args.db}: no such index file")
     if args.text_budget < 0:
         raise InputError(f"--text-budget: must be 0 or more, got {args.text_budget}")
-    fmt = args.format or (format_for(args.output) if args.output else "json")
+    fmt = args.format or format_for(args.output)
     progress = sys.stderr.isatty()
     if args.output:
         out = write_report(args.db, args.output, fmt, args.canonical, progress, text_budget=args.text_budget)

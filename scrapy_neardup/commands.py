@@ -47,7 +47,7 @@ class NeardupReportCommand(ScrapyCommand):
         spider = args[0]
         assert self.settings is not None
         db = Path(opts.db) if opts.db else default_db_path(self.settings, spider)
-        fmt = opts.format or (format_for(opts.output, "html") if opts.output else "html")
+        fmt = opts.format or format_for(opts.output, "html")
         out = Path(opts.output or f"neardup-report-{spider}.{fmt}")
         canonical = opts.canonical or self.settings.get("NEARDUP_CANONICAL") or "first-seen"
         try:

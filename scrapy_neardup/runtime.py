@@ -70,14 +70,9 @@ class CrawlSettings:
             from .report import check_format
 
             check_format(report_format)
-        canonical = settings.get("NEARDUP_CANONICAL") or "first-seen"
-        from .report.clusters import CANONICAL_POLICIES
+        from .report.clusters import check_policy
 
-        if canonical not in CANONICAL_POLICIES:
-            raise ConfigError(
-                "NEARDUP_CANONICAL",
-                f"unknown policy {canonical!r}; choose from {', '.join(CANONICAL_POLICIES)}",
-            )
+        canonical = check_policy(settings.get("NEARDUP_CANONICAL") or "first-seen", "NEARDUP_CANONICAL")
         try:
             debug = settings.getbool("NEARDUP_DEBUG")
         except ValueError:

@@ -129,6 +129,17 @@ CREATE TABLE IF NOT EXISTS lookup_keys (
 """
 
 
+def shaping_settings(config: DedupConfig) -> dict:
+    """The settings an index is built with and checks on opening, as plain JSON values."""
+
+    def plain(value: object) -> object:
+        return [plain(v) for v in value] if isinstance(value, (tuple, list)) else value
+
+    values = {name: plain(getattr(config, name)) for name in SHAPING_KNOBS}
+    values["minhash_lsh"] = plain(config.minhash_lsh)
+    return values
+
+
 def signed(value: int) -> int:
     """An unsigned 64-bit value as SQLite's signed INTEGER."""
     return value - (1 << 64) if value >= 1 << 63 else value
@@ -265,9 +276,7 @@ class SQLiteIndex:
         self.db.executemany("INSERT OR IGNORE INTO meta VALUES (?, ?)", rows)
 
     def _shaping(self) -> str:
-        values = {name: getattr(self.config, name) for name in SHAPING_KNOBS}
-        values["minhash_lsh"] = self.config.minhash_lsh
-        return json.dumps(values, sort_keys=True)
+        return json.dumps(shaping_settings(self.config), sort_keys=True)
 
     def _check_meta(self) -> None:
         meta = dict(self.db.execute("SELECT key, value FROM meta"))

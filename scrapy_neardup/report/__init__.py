@@ -46,9 +46,9 @@ def check_format(fmt: str) -> str:
     return fmt
 
 
-def format_for(path: str | Path, default: str = "json") -> str:
+def format_for(path: str | Path | None, default: str = "json") -> str:
     """The format a report file's suffix asks for (``report.html`` -> html), else ``default``."""
-    return SUFFIXES.get(Path(path).suffix.lower(), default)
+    return SUFFIXES.get(Path(path).suffix.lower(), default) if path else default
 
 
 def render_report(

@@ -15,7 +15,8 @@ from typing import Any
 
 from ..exceptions import ConfigError
 from ..index import Index
-from ..index.sqlite import SHAPING_KNOBS
+from ..index.sqlite import shaping_settings
+from ..signatures.simhash import BITS
 from .progress import Progress
 
 # Policy name -> what it keeps; the order is the one shown in help texts.
@@ -112,11 +113,11 @@ class ReportCluster:
         return len(self.members)
 
 
-def check_policy(policy: str) -> str:
-    """The policy name, or a ConfigError naming the setting, the flag and the choices."""
+def check_policy(policy: str, setting: str = "NEARDUP_CANONICAL (--canonical)") -> str:
+    """The policy name, or a ConfigError naming the setting (and flag) and the choices."""
     if policy not in CANONICAL_POLICIES:
         raise ConfigError(
-            "NEARDUP_CANONICAL (--canonical)",
+            setting,
             f"unknown canonical policy {policy!r}; use one of {', '.join(CANONICAL_POLICIES)}",
         )
     return policy
@@ -195,22 +196,11 @@ def similarity_thresholds(config: Any) -> dict[str, float]:
         "exact": 1.0,
         "ksentence": 1.0,
         "spotsigs": float(config.spotsigs_threshold),
-        "simhash": 1.0 - config.simhash_distance / 64,
+        "simhash": 1.0 - config.simhash_distance / BITS,
         "minhash": float(config.minhash_threshold),
         "shingles": config.shingles_min_agree / 6,
         "imatch": 1.0 / (1 + config.imatch_lexicons),
     }
-
-
-def index_settings(config: Any) -> dict[str, Any]:
-    """The settings an index was built with (those it stores and checks), as plain JSON values."""
-
-    def plain(value: Any) -> Any:
-        return [plain(v) for v in value] if isinstance(value, (tuple, list)) else value
-
-    values = {name: plain(getattr(config, name)) for name in SHAPING_KNOBS}
-    values["minhash_lsh"] = plain(config.minhash_lsh)
-    return values
 
 
 def load_clusters(index: Index, policy: str = "first-seen", progress: Progress | None = None) -> ClusterSet:
@@ -252,6 +242,6 @@ def load_clusters(index: Index, policy: str = "first-seen", progress: Progress |
         unique=counts["unique"],
         duplicates=counts["duplicate"],
         skipped=counts["skipped"],
-        settings=index_settings(config) if config is not None else {},
+        settings=shaping_settings(config) if config is not None else {},
         thresholds=similarity_thresholds(config) if config is not None else {},
     )

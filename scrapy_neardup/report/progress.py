@@ -34,9 +34,9 @@ class Progress:
         self._next = 0.0
         self._draw()
 
-    def tick(self, n: int = 1) -> None:
+    def tick(self) -> None:
         before = self.count
-        self.count += n
+        self.count += 1
         if self.enabled and (self.count // STRIDE != before // STRIDE) and time.monotonic() >= self._next:
             self._draw()
 
