@@ -24,9 +24,8 @@ from .exceptions import InputError, NearDupError
 from .fingerprint import Fingerprint, fingerprint
 from .index import SQLiteIndex
 from .report import FORMATS, format_for, render_report, write_report
-from .report.clusters import CANONICAL_POLICIES
+from .report.clusters import CANONICAL_POLICIES, load_clusters
 from .report.html_report import TEXT_BUDGET
-from .report.json_report import json_report
 from .sources import Page, read_page_file, read_pages
 from .verify import DECISION_ORDER, Comparison, compare
 
@@ -252,7 +251,7 @@ def run_scan(args: argparse.Namespace) -> int:
                 if progress:
                     print(f"\rscanned {counts['scanned']} pages, {counts['duplicates']} duplicates",
                           end="", file=sys.stderr, flush=True)  # fmt: skip
-            report = json_report(detector.index)
+            summary = load_clusters(detector.index)  # counts and clusters, no member dicts
     finally:
         if pool:
             pool.terminate()
@@ -261,8 +260,8 @@ def run_scan(args: argparse.Namespace) -> int:
     print(
         f"scanned {counts['scanned']} pages ({counts['already']} already in the index): "
         f"{counts['duplicates']} duplicates, {counts['skipped']} not judged.\n"
-        f"index {args.db}: {report['documents']} documents, {report['duplicates']} duplicates, "
-        f"{len(report['clusters'])} clusters."
+        f"index {args.db}: {summary.documents} documents, {summary.duplicates} duplicates, "
+        f"{len(summary.clusters)} clusters."
     )
     return 0
 
