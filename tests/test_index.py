@@ -221,7 +221,7 @@ def test_count_filter_cuts_chance_candidates():
 
 
 def test_files_posted_for_one_shared_spot_keep_their_answers(tmp_path, aeb_pages, monkeypatch):
-    """An index written before prefixes were extended is still searched exactly."""
+    """An index written before prefixes were extended and keys led by the spot is still searched exactly."""
     rng = random.Random(3)
     texts = [fingerprint(body, DedupConfig(extractor="plain")).text for body in list(aeb_pages.values())[:40]]
     pages = [(f"http://a.example/{i}", text) for i, text in enumerate(texts)]
@@ -232,20 +232,22 @@ def test_files_posted_for_one_shared_spot_keep_their_answers(tmp_path, aeb_pages
         pages.append((f"http://b.example/{i}", " ".join(words)))
     config = DedupConfig(methods=("spotsigs",), extractor="text", spotsigs_threshold=0.3)
     monkeypatch.setattr(sqlite_index, "SPOT_OVERLAP", 1)
+    monkeypatch.setattr(sqlite_index, "SPOT_LAYOUT", "part-spot")
     path = tmp_path / "old.db"
     first = run_index(path, config, pages[:40])
-    with sqlite3.connect(path) as db:
-        db.execute("DELETE FROM meta WHERE key = 'spot_overlap'")  # as the older version wrote it
+    with sqlite3.connect(path) as db:  # as the older versions wrote it
+        db.execute("DELETE FROM meta WHERE key IN ('spot_overlap', 'spot_layout')")
     monkeypatch.setattr(sqlite_index, "SPOT_OVERLAP", 2)
+    monkeypatch.setattr(sqlite_index, "SPOT_LAYOUT", "spot-part")
     with Detector.open(path, config) as detector:
-        assert detector.index._overlap == 1
+        assert (detector.index._overlap, detector.index._layout) == (1, "part-spot")
     found = first + run_index(path, config, pages[40:])
     assert found == brute_force(config, pages)
     assert sum(dup for dup, _ in found[40:]) >= 12
 
 
 def test_pages_with_more_spot_keys_than_one_query_binds(tmp_path, aeb_pages):
-    """Keys beyond SQLite's variable limit are queried in chunks whose counts add up."""
+    """Key ranges beyond SQLite's variable limit are queried in chunks whose counts add up."""
     rng = random.Random(4)
     texts = [fingerprint(body, DedupConfig(extractor="plain")).text for body in list(aeb_pages.values())[:25]]
     pages = [(f"http://a.example/{i}", text) for i, text in enumerate(texts)]
@@ -256,7 +258,7 @@ def test_pages_with_more_spot_keys_than_one_query_binds(tmp_path, aeb_pages):
         pages.append((f"http://b.example/{i}", " ".join(words)))
     config = DedupConfig(methods=("spotsigs",), extractor="text")
     with Detector.open(tmp_path / "chunks.db", config) as detector:
-        detector.index._max_keys = 1  # one key a query: every count is summed
+        detector.index._max_ranges = 1  # one key range a query: every count is summed
         found = [(v.duplicate, v.duplicate_of) for v in (detector.check(u, t) for u, t in pages)]
     assert found == brute_force(config, pages)
     assert sum(dup for dup, _ in found) >= 8

