@@ -29,6 +29,7 @@ from scrapy_neardup.index.pruning import (
     partition_of,
     partitions_covering,
     prefix,
+    probe_reach,
 )
 from scrapy_neardup.scope import scope_key
 from scrapy_neardup.signatures.imatch import CollectionStats
@@ -210,6 +211,13 @@ def test_extended_prefixes_share_the_spots_the_count_filter_asks_for(a, b, tau, 
     probe = set(prefix(spots_a, tau, classes, need).tolist())
     stored = set(prefix(spots_b, tau, classes, most).tolist())
     assert len(probe & stored) >= need
+    # The probe reads a spot only up to the partition it reaches: B's partition is among them.
+    parts, part_b = partitions_covering(spots_a.size, tau), partition_of(spots_b.size, tau)
+    assert part_b in parts
+    rare, reach = probe_reach(spots_a, tau, classes, need, parts)
+    assert set(rare.tolist()) <= probe
+    read = {s for s, last in zip(rare.tolist(), reach.tolist(), strict=True) if last >= part_b}
+    assert len(read & stored) >= need
 
 
 def test_count_filter_cuts_chance_candidates():

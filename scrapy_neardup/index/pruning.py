@@ -24,6 +24,13 @@ prefixes extended for ``k``, a candidate that shares fewer than ``k`` spots in t
 no candidate: one or two more postings a document buy a count filter that drops nearly
 every chance candidate before it is read (``overlap_needed``).
 
+Tighter for larger partitions (probe side). ``J(A, B) >= tau`` means a shared mass
+``I >= tau * (|A| + |B|) / (1 + tau)``, so a match in a partition whose sizes start at ``p``
+shares at least ``I_p = tau * (|A| + max(p, tau*|A|)) / (1 + tau)``, and the ``k``-th shared
+spot starts before ``|A| - I_p + E_{k-1}`` of A's mass. A probe's spot past that bound need
+not look in that partition or above (``probe_reach``); at the lowest partition the bound is
+the prefix's own. The stored side keeps its prefix: it must serve probes of every size.
+
 Rarest first. The paper walks spots rarest first, so that the prefix holds rare spots
 with short inverted lists. A live document frequency cannot serve (see above), so the
 index freezes one: once it holds enough documents it counts each spot's document
@@ -82,6 +89,30 @@ def prefix(spots: SpotSet, tau: float, classes: SpotClasses | None = None, overl
         hashes, counts = hashes[order], counts[order]
     before = np.cumsum(counts, dtype=np.int64) - counts
     return hashes[before <= (1.0 - tau) * spots.size + top_mass(spots, overlap - 1) + 1e-9]
+
+
+def probe_reach(
+    spots: SpotSet, tau: float, classes: SpotClasses | None, overlap: int, parts: range
+) -> tuple[np.ndarray, np.ndarray]:
+    """A probe's prefix spots and, for each, the last of ``parts`` where a match can share it.
+
+    ``parts`` are the partitions the probe covers, lowest first; every prefix spot reaches
+    at least ``parts.start``.
+    """
+    if len(spots) == 0:
+        return spots.hashes, np.zeros(0, dtype=np.int64)
+    hashes, counts = spots.hashes, spots.counts
+    if classes is not None:
+        order = np.lexsort((hashes, classes.of(hashes)))
+        hashes, counts = hashes[order], counts[order]
+    before = np.cumsum(counts, dtype=np.int64) - counts
+    size, extra = spots.size, top_mass(spots, overlap - 1)
+    bounds = partition_bounds(tau)
+    least = np.maximum(np.array([bounds[k] for k in parts], dtype=np.float64), tau * size)
+    walked = size - tau * (size + least) / (1.0 + tau) + extra + 1e-9  # non-increasing in k
+    keep = before <= walked[0]
+    reach = parts.start + np.searchsorted(-walked, -before[keep], side="right") - 1
+    return hashes[keep], reach
 
 
 def top_mass(spots: SpotSet, k: int) -> int:

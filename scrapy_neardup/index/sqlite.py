@@ -48,7 +48,7 @@ from ..signatures.imatch import CollectionStats
 from ..signatures.spotsigs import SpotSet
 from ..verify import DECISION_ORDER, compare
 from .base import Verdict
-from .pruning import SpotClasses, overlap_needed, partition_of, partitions_covering, prefix
+from .pruning import SpotClasses, overlap_needed, partition_of, partitions_covering, prefix, probe_reach
 
 SCHEMA_VERSION = 1
 APPLICATION = "scrapy-neardup"
@@ -474,14 +474,12 @@ class SQLiteIndex:
         self.db.execute("INSERT INTO meta VALUES ('spot_order', 'classes')")
         self._classes = classes
         self.db.execute("DELETE FROM spot_postings")
-        tau = self.config.spotsigs_threshold
         for doc, scope, spot_set in sets:
             if spot_set.size < self.config.spotsigs_least_spots:
                 continue  # never a SpotSigs match: not posted (see _post)
-            part = partition_of(spot_set.size, tau)
             self.db.executemany(
                 "INSERT OR IGNORE INTO spot_postings VALUES (?, ?)",
-                [(k, doc) for k, _ in self._spot_ranges(spot_set, scope, range(part, part + 1))],
+                [(k, doc) for k in self._posting_keys(spot_set, scope)],
             )
 
     # --- candidates -----------------------------------------------------------------------
@@ -507,23 +505,32 @@ class SQLiteIndex:
             kinds.append((KIND["ksentence"], fp.ksentence))
         return [_key(kind, scope, *values) for kind, *values in kinds]
 
-    def _spot_ranges(
-        self, spots: SpotSet, scope: int, parts: range, overlap: int | None = None
-    ) -> list[tuple[int, int]]:
-        """Posting key ranges (low, high) of a document's prefix spots over the given partitions.
-
-        A stored document's prefix is extended for the index's overlap; a probe's for
-        what it needs (``overlap``), at most that. A document posts the low key of each
-        range over its own partition.
-        """
+    def _posting_keys(self, spots: SpotSet, scope: int) -> list[int]:
+        """A stored page's posting keys: its prefix, extended for the index's overlap, in its partition."""
         tau = self.config.spotsigs_threshold
-        rare = prefix(spots, tau, self._classes, overlap or self._overlap).tolist()
-        low, high, scope = min(parts.start, _MAX_PART), min(parts.stop - 1, _MAX_PART), scope & _SCOPE_MASK
-        if self._layout == "spot-part":  # the same sign for low and high: the order is kept
-            bases = [((scope << 32) | s) << 12 for s in rare]
-            return [(signed(base | low), signed(base | high)) for base in bases]
-        bases = [((scope << 12) | part) << 32 for part in range(low, high + 1)]
-        return [(key, key) for key in (signed(base | s) for base in bases for s in rare)]
+        rare, part = prefix(spots, tau, self._classes, self._overlap).tolist(), partition_of(spots.size, tau)
+        return [low for low, _ in self._key_ranges(rare, part, [part] * len(rare), scope)]
+
+    def _probe_ranges(self, spots: SpotSet, scope: int, parts: range, overlap: int) -> list[tuple[int, int]]:
+        """Posting key ranges (low, high) a probe reads: each prefix spot over the partitions it reaches."""
+        rare, reach = probe_reach(spots, self.config.spotsigs_threshold, self._classes, overlap, parts)
+        return self._key_ranges(rare.tolist(), parts.start, reach.tolist(), scope)
+
+    def _key_ranges(self, spots: list[int], first: int, last: list[int], scope: int) -> list[tuple[int, int]]:
+        """Key ranges of each spot over the partitions from ``first`` to its ``last``."""
+        scope, first = scope & _SCOPE_MASK, min(first, _MAX_PART)
+        if self._layout == "spot-part":  # low and high differ in the low bits only: one sign, one order
+            bases = [((scope << 32) | s) << 12 for s in spots]
+            return [
+                (signed(b | first), signed(b | min(end, _MAX_PART)))
+                for b, end in zip(bases, last, strict=True)
+            ]
+        keys = [
+            signed((((scope << 12) | part) << 32) | s)
+            for s, end in zip(spots, last, strict=True)
+            for part in range(first, min(end, _MAX_PART) + 1)
+        ]
+        return [(key, key) for key in keys]
 
     def _candidates(self, probe: Fingerprint, scope: int) -> Iterator[tuple[int, Fingerprint]]:
         """Documents that could match ``probe`` by some configured method, loaded, in id order.
@@ -545,7 +552,7 @@ class SQLiteIndex:
         if "spotsigs" in self.config.methods and probe.spots.size >= least:
             need = overlap_needed(probe.spots, tau, self._overlap)
             parts = partitions_covering(probe.spots.size, tau)
-            ranges = self._spot_ranges(probe.spots, scope, parts, need)
+            ranges = self._probe_ranges(probe.spots, scope, parts, need)
             # Counted by SQLite: only documents sharing ``need`` prefix spots come back. The
             # ranges are disjoint, so a posting is counted once; CROSS JOIN keeps them outside.
             limit = self._max_ranges
@@ -686,10 +693,9 @@ class SQLiteIndex:
         keys = self._lookup_keys(fp, scope, posting=True)
         least = self.config.spotsigs_least_spots
         if "spotsigs" in self.config.methods and spots.size >= least:
-            part = partition_of(spots.size, self.config.spotsigs_threshold)
             self.db.executemany(
                 "INSERT OR IGNORE INTO spot_postings VALUES (?, ?)",
-                [(k, doc_id) for k, _ in self._spot_ranges(spots, scope, range(part, part + 1))],
+                [(k, doc_id) for k in self._posting_keys(spots, scope)],
             )
         self.db.executemany("INSERT OR IGNORE INTO lookup_keys VALUES (?, ?)", [(k, doc_id) for k in keys])
 
