@@ -245,8 +245,7 @@ def test_files_posted_for_one_shared_spot_keep_their_answers(tmp_path, aeb_pages
     first = run_index(path, config, pages[:40])
     with sqlite3.connect(path) as db:  # as the older versions wrote it
         db.execute("DELETE FROM meta WHERE key IN ('spot_overlap', 'spot_layout')")
-    monkeypatch.setattr(sqlite_index, "SPOT_OVERLAP", 2)
-    monkeypatch.setattr(sqlite_index, "SPOT_LAYOUT", "spot-part")
+    monkeypatch.undo()  # this version's values again
     with Detector.open(path, config) as detector:
         assert (detector.index._overlap, detector.index._layout) == (1, "part-spot")
     found = first + run_index(path, config, pages[40:])

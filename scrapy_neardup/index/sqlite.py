@@ -75,8 +75,10 @@ WAL_AUTOCHECKPOINT = 32768
 FREEZE_AT = 5000
 
 # Distinct spots a SpotSigs match must share in both prefixes (``pruning.overlap_needed``).
-# Files written before it was stored in ``meta`` ('spot_overlap') posted prefixes for 1.
-SPOT_OVERLAP = 2
+# Files written before it was stored in ``meta`` ('spot_overlap') posted prefixes for 1. At
+# 100,000 pages (benchmarks/bench_index.py, same run state): 2 -> 3 took the median check from
+# 0.98 to 0.91 ms and the p99 from 9.2 to 6.2 ms for 16 more bytes a page; 4 was no faster.
+SPOT_OVERLAP = 3
 
 # How a spot posting key is packed (``meta`` 'spot_layout'). "spot-part": scope (20 bits) | spot (32)
 # | length partition (12), so a probe reads one key range a spot for all the partitions it covers
