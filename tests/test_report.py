@@ -34,7 +34,6 @@ from scrapy_neardup.report.clusters import (
     ClusterSet,
     Member,
     ReportCluster,
-    build_clusters,
     cluster_members,
 )
 from scrapy_neardup.report.csv_report import COLUMNS, cell
@@ -89,8 +88,9 @@ def test_clusters_merge_in_any_edge_order_and_ignore_unclustered_pages():
 
 
 def test_two_chains_joined_by_a_late_edge():
-    clusters = build_clusters([(2, 1), (4, 3), (5, 4), (3, 2)])
-    assert [(c.canonical, c.members) for c in clusters] == [(1, [1, 2, 3, 4, 5])]
+    members = [Member(i, f"http://a.example/{i}") for i in range(1, 6)]
+    clusters = cluster_members([(2, 1), (4, 3), (5, 4), (3, 2)], members)
+    assert [[m.id for m in c.members] for c in clusters] == [[1, 2, 3, 4, 5]]
 
 
 def test_https_first_falls_back_to_first_seen_and_ignores_case():

@@ -10,7 +10,7 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from scrapy_neardup.cli import main
-from scrapy_neardup.report.clusters import build_clusters
+from scrapy_neardup.report.clusters import Member, cluster_members
 from scrapy_neardup.sources import canonical_url, read_pages
 
 
@@ -151,5 +151,6 @@ def test_scan_and_report_errors_are_one_line(tmp_path, capsys, args, message):
 
 
 def test_clusters_join_chains_and_pick_the_first_seen():
-    clusters = build_clusters([(2, 1), (3, 2), (5, 4), (7, 6), (8, 7), (9, 6)])
-    assert [(c.canonical, c.members) for c in clusters] == [(6, [6, 7, 8, 9]), (1, [1, 2, 3]), (4, [4, 5])]
+    members = [Member(i, f"http://a.example/{i}") for i in range(1, 10)]
+    clusters = cluster_members([(2, 1), (3, 2), (5, 4), (7, 6), (8, 7), (9, 6)], members)
+    assert [[m.id for m in c.members] for c in clusters] == [[6, 7, 8, 9], [1, 2, 3], [4, 5]]

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ..exceptions import ConfigError, IndexFileError, InputError
-from ..index import SQLiteIndex
+from ..index import Index, SQLiteIndex
 from .clusters import CANONICAL_POLICIES, ClusterSet, check_policy, load_clusters
 from .csv_report import write_csv
 from .html_report import TEXT_BUDGET, write_html
@@ -52,7 +52,7 @@ def format_for(path: str | Path | None, default: str = "json") -> str:
 
 
 def render_report(
-    index: SQLiteIndex,
+    index: Index,
     handle: TextIO,
     fmt: str = "html",
     canonical: str = "first-seen",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..exceptions import ConfigError
@@ -57,30 +57,6 @@ class UnionFind:
             ra, rb = rb, ra
         self.parent[rb] = ra
         self.size[ra] += self.size[rb]
-
-
-@dataclass
-class Cluster:
-    """Document ids joined by duplicate edges; ``canonical`` is the lowest id (first seen)."""
-
-    canonical: int
-    members: list[int] = field(default_factory=list)
-
-
-def build_clusters(edges: Iterable[tuple[int, int]]) -> list[Cluster]:
-    """Clusters of ids from (document, duplicate_of) edges, largest first, then by canonical id.
-
-    Chains join: A~B and B~C make one cluster even when A and C are not similar.
-    """
-    sets = UnionFind()
-    for doc, other in edges:
-        sets.union(doc, other)
-    groups: dict[int, list[int]] = defaultdict(list)
-    for doc in sets.parent:
-        groups[sets.find(doc)].append(doc)
-    clusters = [Cluster(canonical=min(ids), members=sorted(ids)) for ids in groups.values()]
-    clusters.sort(key=lambda c: (-len(c.members), c.canonical))
-    return clusters
 
 
 @dataclass(slots=True)

@@ -356,7 +356,7 @@ def write_html(
 
     hosts = sorted(t.host_pages.items(), key=lambda kv: (-kv[1], kv[0]))
     host_ids = {host: i for i, (host, _) in enumerate(hosts)}
-    method_names = _methods_sorted({m.method for c in clusters.clusters for m in c.members if m.method})
+    method_names = _methods_sorted(name for name in t.by_method if name != "unknown")  # tally saw them all
     method_ids = {name: i for i, name in enumerate(method_names)}
     handle.write(
         '{"methods":' + script_json(method_names) + ',"hosts":' + script_json([list(h) for h in hosts])
