@@ -81,14 +81,17 @@ def prefix(spots: SpotSet, tau: float, classes: SpotClasses | None = None, overl
     Without ``classes`` the order is the hash itself (``spots.hashes`` is sorted already);
     with them, it is (class, hash): the rarest spots first.
     """
-    if len(spots) == 0:
-        return spots.hashes
+    hashes, before = _walk(spots, classes)
+    return hashes[before <= (1.0 - tau) * spots.size + top_mass(spots, overlap - 1) + 1e-9]
+
+
+def _walk(spots: SpotSet, classes: SpotClasses | None) -> tuple[np.ndarray, np.ndarray]:
+    """The spots in the global order, and the mass walked before each one."""
     hashes, counts = spots.hashes, spots.counts
-    if classes is not None:
+    if classes is not None and len(spots):
         order = np.lexsort((hashes, classes.of(hashes)))
         hashes, counts = hashes[order], counts[order]
-    before = np.cumsum(counts, dtype=np.int64) - counts
-    return hashes[before <= (1.0 - tau) * spots.size + top_mass(spots, overlap - 1) + 1e-9]
+    return hashes, np.cumsum(counts, dtype=np.int64) - counts
 
 
 def probe_reach(
@@ -99,13 +102,7 @@ def probe_reach(
     ``parts`` are the partitions the probe covers, lowest first; every prefix spot reaches
     at least ``parts.start``.
     """
-    if len(spots) == 0:
-        return spots.hashes, np.zeros(0, dtype=np.int64)
-    hashes, counts = spots.hashes, spots.counts
-    if classes is not None:
-        order = np.lexsort((hashes, classes.of(hashes)))
-        hashes, counts = hashes[order], counts[order]
-    before = np.cumsum(counts, dtype=np.int64) - counts
+    hashes, before = _walk(spots, classes)
     size, extra = spots.size, top_mass(spots, overlap - 1)
     bounds = partition_bounds(tau)
     least = np.maximum(np.array([bounds[k] for k in parts], dtype=np.float64), tau * size)
