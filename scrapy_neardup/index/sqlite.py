@@ -510,29 +510,32 @@ class SQLiteIndex:
     def _posting_keys(self, spots: SpotSet, scope: int) -> list[int]:
         """A stored page's posting keys: its prefix, extended for the index's overlap, in its partition."""
         tau = self.config.spotsigs_threshold
-        rare, part = prefix(spots, tau, self._classes, self._overlap).tolist(), partition_of(spots.size, tau)
-        return [low for low, _ in self._key_ranges(rare, part, [part] * len(rare), scope)]
+        rare, part = prefix(spots, tau, self._classes, self._overlap), partition_of(spots.size, tau)
+        low, _ = self._key_ranges(rare, part, np.full(len(rare), part), scope)
+        return low
 
     def _probe_ranges(self, spots: SpotSet, scope: int, parts: range, overlap: int) -> list[tuple[int, int]]:
         """Posting key ranges (low, high) a probe reads: each prefix spot over the partitions it reaches."""
         rare, reach = probe_reach(spots, self.config.spotsigs_threshold, self._classes, overlap, parts)
-        return self._key_ranges(rare.tolist(), parts.start, reach.tolist(), scope)
+        return list(zip(*self._key_ranges(rare, parts.start, reach, scope), strict=True))
 
-    def _key_ranges(self, spots: list[int], first: int, last: list[int], scope: int) -> list[tuple[int, int]]:
-        """Key ranges of each spot over the partitions from ``first`` to its ``last``."""
+    def _key_ranges(
+        self, spots: np.ndarray, first: int, last: np.ndarray, scope: int
+    ) -> tuple[list[int], list[int]]:
+        """The low and high keys of each spot's range over the partitions from ``first`` to its ``last``."""
         scope, first = scope & _SCOPE_MASK, min(first, _MAX_PART)
+        last = np.minimum(last, _MAX_PART).astype(np.uint64)
+        spots = spots.astype(np.uint64)
         if self._layout == "spot-part":  # low and high differ in the low bits only: one sign, one order
-            bases = [((scope << 32) | s) << 12 for s in spots]
-            return [
-                (signed(b | first), signed(b | min(end, _MAX_PART)))
-                for b, end in zip(bases, last, strict=True)
-            ]
+            bases = ((np.uint64(scope) << np.uint64(32)) | spots) << np.uint64(12)
+            low, high = bases | np.uint64(first), bases | last
+            return low.view(np.int64).tolist(), high.view(np.int64).tolist()
         keys = [
             signed((((scope << 12) | part) << 32) | s)
-            for s, end in zip(spots, last, strict=True)
-            for part in range(first, min(end, _MAX_PART) + 1)
+            for s, end in zip(spots.tolist(), last.tolist(), strict=True)
+            for part in range(first, end + 1)
         ]
-        return [(key, key) for key in keys]
+        return keys, keys
 
     def _candidates(self, probe: Fingerprint, scope: int) -> Iterator[tuple[int, Fingerprint]]:
         """Documents that could match ``probe`` by some configured method, loaded, in id order.
