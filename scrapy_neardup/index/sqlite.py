@@ -511,31 +511,29 @@ class SQLiteIndex:
         """A stored page's posting keys: its prefix, extended for the index's overlap, in its partition."""
         tau = self.config.spotsigs_threshold
         rare, part = prefix(spots, tau, self._classes, self._overlap), partition_of(spots.size, tau)
-        low, _ = self._key_ranges(rare, part, np.full(len(rare), part), scope)
-        return low
+        return self._key_ranges(rare, part, np.full(len(rare), part), scope)[:, 0].tolist()
 
-    def _probe_ranges(self, spots: SpotSet, scope: int, parts: range, overlap: int) -> list[tuple[int, int]]:
-        """Posting key ranges (low, high) a probe reads: each prefix spot over the partitions it reaches."""
+    def _probe_ranges(self, spots: SpotSet, scope: int, parts: range, overlap: int) -> np.ndarray:
+        """Posting key ranges a probe reads: each prefix spot over the partitions it reaches."""
         rare, reach = probe_reach(spots, self.config.spotsigs_threshold, self._classes, overlap, parts)
-        return list(zip(*self._key_ranges(rare, parts.start, reach, scope), strict=True))
+        return self._key_ranges(rare, parts.start, reach, scope)
 
-    def _key_ranges(
-        self, spots: np.ndarray, first: int, last: np.ndarray, scope: int
-    ) -> tuple[list[int], list[int]]:
-        """The low and high keys of each spot's range over the partitions from ``first`` to its ``last``."""
+    def _key_ranges(self, spots: np.ndarray, first: int, last: np.ndarray, scope: int) -> np.ndarray:
+        """Signed (low, high) keys, a row a range, of each spot over partitions ``first`` to its ``last``."""
         scope, first = scope & _SCOPE_MASK, min(first, _MAX_PART)
         last = np.minimum(last, _MAX_PART).astype(np.uint64)
-        spots = spots.astype(np.uint64)
         if self._layout == "spot-part":  # low and high differ in the low bits only: one sign, one order
-            bases = ((np.uint64(scope) << np.uint64(32)) | spots) << np.uint64(12)
-            low, high = bases | np.uint64(first), bases | last
-            return low.view(np.int64).tolist(), high.view(np.int64).tolist()
-        keys = [
-            signed((((scope << 12) | part) << 32) | s)
-            for s, end in zip(spots.tolist(), last.tolist(), strict=True)
-            for part in range(first, end + 1)
-        ]
-        return keys, keys
+            bases = ((np.uint64(scope) << np.uint64(32)) | spots.astype(np.uint64)) << np.uint64(12)
+            return np.stack([bases | np.uint64(first), bases | last], axis=1).view(np.int64)
+        keys = np.array(
+            [
+                signed((((scope << 12) | part) << 32) | s)
+                for s, end in zip(spots.tolist(), last.tolist(), strict=True)
+                for part in range(first, end + 1)
+            ],
+            dtype=np.int64,
+        )
+        return np.stack([keys, keys], axis=1)
 
     def _candidates(self, probe: Fingerprint, scope: int) -> Iterator[tuple[int, Fingerprint]]:
         """Documents that could match ``probe`` by some configured method, loaded, in id order.
@@ -569,7 +567,7 @@ class SQLiteIndex:
                     f"WITH r(low, high) AS (VALUES {','.join(['(?,?)'] * len(chunk))}) "
                     "SELECT doc, COUNT(*) FROM r CROSS JOIN spot_postings ON key BETWEEN low AND high "
                     "GROUP BY doc HAVING COUNT(*) >= ?",
-                    [*itertools.chain.from_iterable(chunk), least_hits],
+                    [*chunk.ravel().tolist(), least_hits],
                 )
                 for doc, n in rows:
                     shared[doc] = shared.get(doc, 0) + n
