@@ -556,22 +556,7 @@ class SQLiteIndex:
             need = overlap_needed(probe.spots, tau, self._overlap)
             parts = partitions_covering(probe.spots.size, tau)
             ranges = self._probe_ranges(probe.spots, scope, parts, need)
-            # Counted by SQLite: only documents sharing ``need`` prefix spots come back. The
-            # ranges are disjoint, so a posting is counted once; CROSS JOIN keeps them outside.
-            limit = self._max_ranges
-            least_hits = need if len(ranges) <= limit else 1  # else summed over the chunks
-            shared: dict[int, int] = {}
-            for start in range(0, len(ranges), limit):
-                chunk = ranges[start : start + limit]
-                rows = self.db.execute(
-                    f"WITH r(low, high) AS (VALUES {','.join(['(?,?)'] * len(chunk))}) "
-                    "SELECT doc, COUNT(*) FROM r CROSS JOIN spot_postings ON key BETWEEN low AND high "
-                    "GROUP BY doc HAVING COUNT(*) >= ?",
-                    [*chunk.ravel().tolist(), least_hits],
-                )
-                for doc, n in rows:
-                    shared[doc] = shared.get(doc, 0) + n
-            found.update(doc for doc, n in shared.items() if n >= need)
+            found.update(self._sharing(ranges, need))
         if not found:
             return
         # The few columns the bounds need first; every signature only for the candidates that pass.
@@ -579,6 +564,30 @@ class SQLiteIndex:
         survivors = [row[0] for row in self._may_match(probe, bounds)]
         for row in self._rows(_SIGNATURE_COLUMNS, survivors, scope):
             yield row[0], _row_fingerprint(row)
+
+    def _sharing(self, ranges: np.ndarray, need: int) -> list[int]:
+        """Documents with at least ``need`` postings in the key ``ranges``.
+
+        SQLite only concatenates the posting documents and numpy counts them: a
+        ``GROUP BY doc`` builds a temporary B-tree over every posting met, and fetching one
+        row a posting costs more still (at 100,000 pages: median 0.25 ms against 0.29 for
+        ``GROUP BY`` and 0.40 for rows, p99 2.2 ms against 3.0 and 4.3). The ranges are
+        disjoint, so a posting is met once; CROSS JOIN keeps the ranges the outer loop.
+        """
+        limit, found = self._max_ranges, []
+        for start in range(0, len(ranges), limit):
+            chunk = ranges[start : start + limit]
+            docs = self.db.execute(
+                f"WITH r(low, high) AS (VALUES {','.join(['(?,?)'] * len(chunk))}) "
+                "SELECT group_concat(doc) FROM r CROSS JOIN spot_postings ON key BETWEEN low AND high",
+                chunk.ravel().tolist(),
+            ).fetchone()[0]
+            if docs:
+                found.append(np.fromstring(docs, dtype=np.int64, sep=","))
+        if not found:
+            return []
+        docs, hits = np.unique(np.concatenate(found), return_counts=True)
+        return docs[hits >= need].tolist()
 
     def _rows(self, columns: str, ids: list[int], scope: int) -> list[tuple]:
         rows: list[tuple] = []
