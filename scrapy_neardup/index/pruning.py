@@ -42,6 +42,7 @@ order is then fixed again for good, and exactness holds; on the synthetic corpus
 
 from __future__ import annotations
 
+import bisect
 import math
 from functools import lru_cache
 
@@ -64,8 +65,7 @@ def partition_bounds(tau: float) -> tuple[int, ...]:
 
 def partition_of(size: int, tau: float) -> int:
     """The partition a document of ``size`` spots (with multiplicity) lives in."""
-    bounds = partition_bounds(tau)
-    return max(0, int(np.searchsorted(bounds, max(size, 1), side="right")) - 1)
+    return max(0, bisect.bisect_right(partition_bounds(tau), max(size, 1)) - 1)
 
 
 def partitions_covering(size: int, tau: float) -> range:
