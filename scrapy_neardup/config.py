@@ -21,6 +21,14 @@ EXTRACTORS = ("trafilatura", "trafilatura-fast", "resiliparse", "plain", "text")
 LANGUAGES = ("auto", *sorted(ANTECEDENTS))
 SCOPES = ("global", "domain", "host")
 
+# The knobs whose change makes stored signatures or index postings incomparable.
+SHAPING_KNOBS = (
+    "methods", "spotsigs_threshold", "spotsigs_min_spots", "spotsigs_few_spots_bits", "spotsigs_specs",
+    "simhash_distance", "simhash_shingle", "simhash_tables", "minhash_perm", "minhash_shingle",
+    "minhash_bands", "minhash_threshold", "shingles_size", "imatch_lexicons", "imatch_drop", "ksentence_k",
+    "language",
+)  # fmt: skip
+
 # Starting points for the detection knobs; explicit knobs override them. "default" is the
 # field defaults themselves. The values and their measured precision and recall come from
 # benchmarks/bench_quality.py (README, "Detection quality").
@@ -232,6 +240,16 @@ class DedupConfig:
             return True
         bits = self.spotsigs_few_spots_bits
         return small_size >= 1 and bits >= 0 and distance is not None and distance <= bits
+
+    def shaping(self) -> dict[str, Any]:
+        """The ``SHAPING_KNOBS`` as plain JSON values: what an index stores and checks on opening."""
+
+        def plain(value: object) -> object:
+            return [plain(v) for v in value] if isinstance(value, (tuple, list)) else value
+
+        values = {name: plain(getattr(self, name)) for name in SHAPING_KNOBS}
+        values["minhash_lsh"] = plain(self.minhash_lsh)
+        return values
 
     @property
     def minhash_lsh(self) -> tuple[int, int]:

@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
-from ..config import DedupConfig
+from ..config import SHAPING_KNOBS, DedupConfig
 from ..exceptions import IndexFileError
 from ..fingerprint import Fingerprint, imatch_with_stats, needed_methods
 from ..signatures.imatch import CollectionStats
@@ -53,13 +53,6 @@ from .pruning import SpotClasses, overlap_needed, partition_of, partitions_cover
 SCHEMA_VERSION = 1
 APPLICATION = "scrapy-neardup"
 
-# The knobs whose change makes stored signatures or postings incomparable.
-SHAPING_KNOBS = (
-    "methods", "spotsigs_threshold", "spotsigs_min_spots", "spotsigs_few_spots_bits", "spotsigs_specs",
-    "simhash_distance", "simhash_shingle", "simhash_tables", "minhash_perm", "minhash_shingle",
-    "minhash_bands", "minhash_threshold", "shingles_size", "imatch_lexicons", "imatch_drop", "ksentence_k",
-    "language",
-)  # fmt: skip
 # Shaping knobs added after indexes were first written: the value an index without them was built with.
 LEGACY_KNOBS = {"spotsigs_few_spots_bits": -1}
 
@@ -137,17 +130,6 @@ CREATE TABLE IF NOT EXISTS lookup_keys (
     key INTEGER NOT NULL, doc INTEGER NOT NULL, PRIMARY KEY (key, doc)
 ) WITHOUT ROWID;
 """
-
-
-def shaping_settings(config: DedupConfig) -> dict:
-    """The settings an index is built with and checks on opening, as plain JSON values."""
-
-    def plain(value: object) -> object:
-        return [plain(v) for v in value] if isinstance(value, (tuple, list)) else value
-
-    values = {name: plain(getattr(config, name)) for name in SHAPING_KNOBS}
-    values["minhash_lsh"] = plain(config.minhash_lsh)
-    return values
 
 
 def signed(value: int) -> int:
@@ -286,7 +268,7 @@ class SQLiteIndex:
         self.db.executemany("INSERT OR IGNORE INTO meta VALUES (?, ?)", rows)
 
     def _shaping(self) -> str:
-        return json.dumps(shaping_settings(self.config), sort_keys=True)
+        return json.dumps(self.config.shaping(), sort_keys=True)
 
     def _check_meta(self) -> None:
         meta = dict(self.db.execute("SELECT key, value FROM meta"))

@@ -15,7 +15,6 @@ from typing import Any
 
 from ..exceptions import ConfigError
 from ..index import Index
-from ..index.sqlite import shaping_settings
 from ..signatures.simhash import BITS
 from .progress import Progress
 
@@ -218,6 +217,6 @@ def load_clusters(index: Index, policy: str = "first-seen", progress: Progress |
         unique=counts["unique"],
         duplicates=counts["duplicate"],
         skipped=counts["skipped"],
-        settings=shaping_settings(config) if config is not None else {},
+        settings=config.shaping() if config is not None else {},
         thresholds=similarity_thresholds(config) if config is not None else {},
     )
