@@ -8,6 +8,7 @@ import random
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -431,6 +432,26 @@ def test_killed_process_leaves_a_valid_index_with_committed_pages(tmp_path):
         assert index.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         urls = [r["url"] for r in index.documents()]
     assert urls == [f"http://c.example/{i}" for i in range(20)]
+
+
+def test_wal_is_copied_back_beside_the_checks_and_the_thread_stops_on_close(tmp_path):
+    """The writer checkpoints itself only at WAL_AUTOCHECKPOINT pages; the background thread sooner."""
+    path = tmp_path / "wal.db"
+    config = DedupConfig(extractor="text", min_tokens=5)
+    index = SQLiteIndex(path, config)
+    for i in range(30):
+        index.check_and_add(f"http://w.example/{i}", fingerprint(f"page {i} of the wal test " * 30, config))
+    pages = index.db.execute("PRAGMA page_count").fetchone()[0]
+    assert pages < sqlite_index.WAL_AUTOCHECKPOINT
+    deadline = time.monotonic() + 20
+    while path.stat().st_size < pages * sqlite_index.PAGE_SIZE and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert path.stat().st_size >= pages * sqlite_index.PAGE_SIZE  # every page is in the file itself
+    thread = index._checkpointer._thread
+    assert thread.is_alive()
+    index.close()
+    assert not thread.is_alive()
+    assert not Path(f"{path}-wal").exists()  # the last connection closed checkpoints and removes it
 
 
 def test_byte_identical_copies_skip_extraction(tmp_path, aeb_pages, monkeypatch):
