@@ -454,6 +454,14 @@ def test_wal_is_copied_back_beside_the_checks_and_the_thread_stops_on_close(tmp_
     assert not Path(f"{path}-wal").exists()  # the last connection closed checkpoints and removes it
 
 
+def test_an_index_without_a_wal_starts_no_checkpoint_thread():
+    config = DedupConfig(extractor="text", min_tokens=5)
+    with SQLiteIndex(":memory:", config) as index:
+        index.check_and_add("http://m.example/", fingerprint("the one page in memory " * 20, config))
+        assert index.db.execute("PRAGMA journal_mode").fetchone()[0] == "memory"
+        assert not index._checkpointer._thread.is_alive()
+
+
 def test_byte_identical_copies_skip_extraction(tmp_path, aeb_pages, monkeypatch):
     bodies = list(aeb_pages.values())[:2]
     with Detector.open(tmp_path / "raw.db") as detector:

@@ -343,7 +343,8 @@ class SQLiteIndex:
     def _commit(self) -> None:
         self.db.execute("COMMIT")
         if self._checkpointer is None:  # started by the first write: readers never need one
-            self._checkpointer = Checkpointer(self.path)
+            wal = self.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+            self._checkpointer = Checkpointer(self.path) if wal else Checkpointer.idle()
             weakref.finalize(self, self._checkpointer.stop, wait=False)  # an index never closed
 
     # --- the one public decision ----------------------------------------------------------
@@ -785,12 +786,18 @@ class Checkpointer:
     copied. Errors (a busy or vanished file) are logged at DEBUG and the next round retries.
     """
 
-    def __init__(self, path: Path, every: float = CHECKPOINT_EVERY) -> None:
+    def __init__(self, path: Path | None, every: float = CHECKPOINT_EVERY) -> None:
         self._stop = threading.Event()
         self._thread = threading.Thread(
             target=self._run, args=(str(path), every), name="neardup-checkpoint", daemon=True
         )
-        self._thread.start()
+        if path is not None:
+            self._thread.start()
+
+    @classmethod
+    def idle(cls) -> Checkpointer:
+        """One that never runs: for a file SQLite could not put in WAL mode (no WAL to copy)."""
+        return cls(None)
 
     def _run(self, path: str, every: float) -> None:
         con = None
@@ -809,7 +816,7 @@ class Checkpointer:
 
     def stop(self, wait: bool = True) -> None:
         self._stop.set()
-        if wait:
+        if wait and self._thread.is_alive():
             self._thread.join()
 
 
