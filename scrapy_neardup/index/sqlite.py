@@ -782,8 +782,8 @@ class Checkpointer:
     A checkpoint made by the writing connection stalls the check that triggers it: at
     100,000 pages that was ~0.6 ms of an average check of ~1.9 ms. A passive checkpoint
     waits for no reader or writer, and ``sqlite3`` releases the GIL while it copies, so
-    another core does it beside the checks; readers also skip the WAL frames it has
-    copied. Errors (a busy or vanished file) are logged at DEBUG and the next round retries.
+    another core does it beside the checks. Errors (a busy or vanished file) are logged at
+    DEBUG and the next round retries.
     """
 
     def __init__(self, path: Path | None, every: float = CHECKPOINT_EVERY) -> None:
