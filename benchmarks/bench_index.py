@@ -33,6 +33,7 @@ from corpus import documents
 from scrapy_neardup import DedupConfig
 from scrapy_neardup.fingerprint import fingerprint
 from scrapy_neardup.index import SQLiteIndex
+from scrapy_neardup.index.sqlite import file_bytes
 from scrapy_neardup.signatures._hashing import token_hashes
 from scrapy_neardup.signatures.minhash import minhash
 from scrapy_neardup.text import tokenize
@@ -92,7 +93,7 @@ def run(size: int, seed: int, workers: int, folder: Path) -> dict:
                 flush=True,
             )
     index.close()  # stops the checkpoint thread; the last connection moves the WAL into the file
-    on_disk = sum(p.stat().st_size for p in folder.glob(path.name + "*") if p.is_file())
+    on_disk = file_bytes(path)
     return {
         "size": size,
         "ours_median": float(np.median(ours)) / 1e6,

@@ -142,6 +142,11 @@ CREATE TABLE IF NOT EXISTS lookup_keys (
 """
 
 
+def file_bytes(path: Path) -> int:
+    """Bytes on disk of an index file with its WAL and shared-memory files beside it."""
+    return sum(p.stat().st_size for p in path.parent.glob(path.name + "*") if p.is_file())
+
+
 def signed(value: int) -> int:
     """An unsigned 64-bit value as SQLite's signed INTEGER."""
     return value - (1 << 64) if value >= 1 << 63 else value
@@ -756,7 +761,7 @@ class SQLiteIndex:
     def stats(self) -> dict[str, int]:
         """Counts of documents by status, and the file size in bytes."""
         counts = dict(self.db.execute("SELECT status, COUNT(*) FROM documents GROUP BY status"))
-        size = sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
+        size = file_bytes(self.path)
         return {
             "documents": sum(counts.values()), "unique": counts.get("unique", 0),
             "duplicates": counts.get("duplicate", 0), "skipped": counts.get("skipped", 0), "bytes": size,
