@@ -254,6 +254,48 @@ def test_files_posted_for_one_shared_spot_keep_their_answers(tmp_path, aeb_pages
     assert sum(dup for dup, _ in found[40:]) >= 12
 
 
+def posting_lists(path: Path) -> dict[int, list[int]]:
+    with sqlite3.connect(path) as db:
+        rows = db.execute("SELECT key, docs FROM spot_lists").fetchall()
+    return {key: np.frombuffer(docs, "<u4").tolist() for key, docs in rows}
+
+
+def test_schema_1_file_is_upgraded_to_posting_lists_with_the_same_answers(tmp_path, aeb_pages, monkeypatch):
+    """A file with a row a posting (schema 1) opens as lists, streamed in chunks, and answers as before."""
+    rng = random.Random(5)
+    texts = [fingerprint(body, DedupConfig(extractor="plain")).text for body in list(aeb_pages.values())[:40]]
+    pages = [(f"http://a.example/{i}", text) for i, text in enumerate(texts)]
+    for i, text in enumerate(texts[:20]):
+        words = text.split()
+        for _ in range(len(words) // 15):
+            words[rng.randrange(len(words))] = "edited"
+        pages.append((f"http://b.example/{i}", " ".join(words)))
+    config = DedupConfig(methods=("exact", "spotsigs", "simhash"), extractor="text")
+    monkeypatch.setattr(sqlite_index, "FREEZE_AT", 20)  # the upgrade keeps the frozen order's postings
+    path = tmp_path / "v1.db"
+    first = run_index(path, config, pages[:45])
+    lists = posting_lists(path)
+    assert sum(map(len, lists.values())) > 1000
+    with sqlite3.connect(path) as db:  # as schema 1 stored them: a row a posting
+        db.execute(
+            "CREATE TABLE spot_postings (key INTEGER NOT NULL, doc INTEGER NOT NULL, "
+            "PRIMARY KEY (key, doc)) WITHOUT ROWID"
+        )
+        postings = [(key, doc) for key, docs in lists.items() for doc in docs]
+        db.executemany("INSERT INTO spot_postings VALUES (?, ?)", postings)
+        db.execute("DROP TABLE spot_lists")
+        db.execute("PRAGMA user_version = 1")
+    monkeypatch.setattr(sqlite_index, "UPGRADE_CHUNK", 7)  # lists cut across chunks are joined again
+    found = first + run_index(path, config, pages[45:])
+    assert found == brute_force(config, pages)
+    assert sum(dup for dup, _ in found[40:]) >= 15
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == sqlite_index.SCHEMA_VERSION == 2
+        assert db.execute("SELECT name FROM sqlite_master WHERE name = 'spot_postings'").fetchone() is None
+    upgraded = posting_lists(path)
+    assert all(upgraded[key][: len(docs)] == docs for key, docs in lists.items())
+
+
 def test_pages_with_more_spot_keys_than_one_query_binds(tmp_path, aeb_pages):
     """Key ranges beyond SQLite's variable limit are queried in chunks whose counts add up."""
     rng = random.Random(4)
