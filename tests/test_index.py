@@ -566,3 +566,15 @@ def test_pages_with_few_spots_are_found_with_a_simhash_witness(tmp_path):
     assert found[2] == (True, 1)
     hard_cut = DedupConfig(extractor="text", methods=("spotsigs",), min_tokens=5, spotsigs_few_spots_bits=-1)
     assert run_index(tmp_path / "cut.db", hard_cut, pages)[2] == (False, None)
+
+
+def test_document_ids_past_the_posting_lists_range_fail_clearly(tmp_path, aeb_pages, monkeypatch):
+    """Posting lists hold uint32 ids: a file past that says so instead of wrapping ids around."""
+    monkeypatch.setattr(sqlite_index, "_MAX_DOC", 2)
+    texts = [fingerprint(body, DedupConfig(extractor="plain")).text for body in list(aeb_pages.values())[:3]]
+    with Detector.open(tmp_path / "full.db", DedupConfig(extractor="text")) as detector:
+        detector.check("http://a.example/1", texts[0])
+        detector.check("http://a.example/2", texts[1])
+        with pytest.raises(IndexFileError, match=r"full\.db.*below 2\*\*32"):
+            detector.check("http://a.example/3", texts[2])
+        assert detector.index.stats()["documents"] == 2  # the failed check left nothing behind

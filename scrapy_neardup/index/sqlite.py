@@ -92,6 +92,9 @@ SPOT_OVERLAP = 3
 # scope | partition | spot, one key a partition.
 SPOT_LAYOUT = "spot-part"
 
+# Posting lists hold document ids as uint32s.
+_MAX_DOC, _FULL = 0xFFFFFFFF, "is full: posting lists hold document ids below 2**32"
+
 # Postings read at a time when a schema-1 file is upgraded to posting lists.
 UPGRADE_CHUNK = 200_000
 
@@ -301,7 +304,11 @@ class SQLiteIndex:
         """
         if self.db.execute("PRAGMA user_version").fetchone()[0] != 1:
             return  # another process upgraded it while this one waited for the lock
-        logger.info("%s: upgrading the index to schema version 2 (posting lists), once", self.path)
+        logger.info(
+            "%s: upgrading the index to schema version 2 (posting lists); the old postings' "
+            "space is reused as the index grows (VACUUM gives it back now)",
+            self.path,
+        )
         self.db.execute(SPOT_LISTS)
         rows = self.db.execute("SELECT key, doc FROM spot_postings ORDER BY key")
         keys = docs = np.empty(0, dtype=np.int64)
@@ -526,6 +533,8 @@ class SQLiteIndex:
         """Store the posting lists of ``keys[i] -> docs[i]`` pairs, keys not yet listed, docs in order."""
         if not len(keys):
             return
+        if docs.max() > _MAX_DOC:
+            raise IndexFileError(self.path, _FULL)
         order = np.lexsort((docs, keys))
         keys, docs = keys[order], docs[order].astype("<u4")
         starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
@@ -754,8 +763,8 @@ class SQLiteIndex:
         keys = self._lookup_keys(fp, scope, posting=True)
         least = self.config.spotsigs_least_spots
         if "spotsigs" in self.config.methods and spots.size >= least:
-            if doc_id > 0xFFFFFFFF:
-                raise IndexFileError(self.path, "is full: posting lists hold document ids below 2**32")
+            if doc_id > _MAX_DOC:
+                raise IndexFileError(self.path, _FULL)
             doc = doc_id.to_bytes(4, "little")
             self.db.executemany(
                 "INSERT INTO spot_lists VALUES (?, ?) "
