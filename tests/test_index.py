@@ -80,6 +80,23 @@ def run_index(path: Path, config: DedupConfig, pages: list[tuple[str, str]]) -> 
         return [(v.duplicate, v.duplicate_of) for v in (detector.check(url, text) for url, text in pages)]
 
 
+def edited_corpus(aeb_pages: dict, size: int, copies: int, every: int, seed: int) -> list[tuple[str, str]]:
+    """``size`` real pages on a.example, then edited copies of the first ``copies`` on b.example.
+
+    One word in ``every`` is replaced, so only SpotSigs can find the copies.
+    """
+    rng = random.Random(seed)
+    plain = DedupConfig(extractor="plain")
+    texts = [fingerprint(body, plain).text for body in list(aeb_pages.values())[:size]]
+    pages = [(f"http://a.example/{i}", text) for i, text in enumerate(texts)]
+    for i, text in enumerate(texts[:copies]):
+        words = text.split()
+        for _ in range(len(words) // every):
+            words[rng.randrange(len(words))] = "edited"
+        pages.append((f"http://b.example/{i}", " ".join(words)))
+    return pages
+
+
 @st.composite
 def corpora(draw):
     """Documents over a small vocabulary, many of them edited copies of earlier ones."""
@@ -231,14 +248,7 @@ def test_count_filter_cuts_chance_candidates():
 
 def test_files_posted_for_one_shared_spot_keep_their_answers(tmp_path, aeb_pages, monkeypatch):
     """An index written before prefixes were extended and keys led by the spot is still searched exactly."""
-    rng = random.Random(3)
-    texts = [fingerprint(body, DedupConfig(extractor="plain")).text for body in list(aeb_pages.values())[:40]]
-    pages = [(f"http://a.example/{i}", text) for i, text in enumerate(texts)]
-    for i, text in enumerate(texts[:15]):  # edited copies: only SpotSigs can find them
-        words = text.split()
-        for _ in range(len(words) // 12):
-            words[rng.randrange(len(words))] = "edited"
-        pages.append((f"http://b.example/{i}", " ".join(words)))
+    pages = edited_corpus(aeb_pages, 40, copies=15, every=12, seed=3)
     config = DedupConfig(methods=("spotsigs",), extractor="text", spotsigs_threshold=0.3)
     monkeypatch.setattr(sqlite_index, "SPOT_OVERLAP", 1)
     monkeypatch.setattr(sqlite_index, "SPOT_LAYOUT", "part-spot")
@@ -262,14 +272,7 @@ def posting_lists(path: Path) -> dict[int, list[int]]:
 
 def test_schema_1_file_is_upgraded_to_posting_lists_with_the_same_answers(tmp_path, aeb_pages, monkeypatch):
     """A file with a row a posting (schema 1) opens as lists, streamed in chunks, and answers as before."""
-    rng = random.Random(5)
-    texts = [fingerprint(body, DedupConfig(extractor="plain")).text for body in list(aeb_pages.values())[:40]]
-    pages = [(f"http://a.example/{i}", text) for i, text in enumerate(texts)]
-    for i, text in enumerate(texts[:20]):
-        words = text.split()
-        for _ in range(len(words) // 15):
-            words[rng.randrange(len(words))] = "edited"
-        pages.append((f"http://b.example/{i}", " ".join(words)))
+    pages = edited_corpus(aeb_pages, 40, copies=20, every=15, seed=5)
     config = DedupConfig(methods=("exact", "spotsigs", "simhash"), extractor="text")
     monkeypatch.setattr(sqlite_index, "FREEZE_AT", 20)  # the upgrade keeps the frozen order's postings
     path = tmp_path / "v1.db"
@@ -298,14 +301,7 @@ def test_schema_1_file_is_upgraded_to_posting_lists_with_the_same_answers(tmp_pa
 
 def test_pages_with_more_spot_keys_than_one_query_binds(tmp_path, aeb_pages):
     """Key ranges beyond SQLite's variable limit are queried in chunks whose counts add up."""
-    rng = random.Random(4)
-    texts = [fingerprint(body, DedupConfig(extractor="plain")).text for body in list(aeb_pages.values())[:25]]
-    pages = [(f"http://a.example/{i}", text) for i, text in enumerate(texts)]
-    for i, text in enumerate(texts[:10]):
-        words = text.split()
-        for _ in range(len(words) // 10):
-            words[rng.randrange(len(words))] = "edited"
-        pages.append((f"http://b.example/{i}", " ".join(words)))
+    pages = edited_corpus(aeb_pages, 25, copies=10, every=10, seed=4)
     config = DedupConfig(methods=("spotsigs",), extractor="text")
     with Detector.open(tmp_path / "chunks.db", config) as detector:
         detector.index._max_ranges = 1  # one key range a query: every count is summed
