@@ -41,6 +41,12 @@ from scrapy_neardup.text import tokenize
 CHUNK = 20_000
 
 
+def bytes_written() -> int:
+    """Bytes this process (checks and checkpoint thread) has handed to write(2): WAL and file."""
+    with open("/proc/self/io") as io:
+        return next(int(line.split()[1]) for line in io if line.startswith("wchar:"))
+
+
 def prepare(text: str, config: DedupConfig) -> tuple:
     """(fingerprint without its text, 128 MinHash values) for one document, in a worker."""
     fp = fingerprint(text, config)
@@ -62,6 +68,7 @@ def run(size: int, seed: int, workers: int, folder: Path) -> dict:
     found_ours = found_peer = variants = 0
     text_bytes: list[int] = []
     done = 0
+    written = mark = bytes_written()  # checks and the checkpoint thread; the pool writes elsewhere
     docs = documents(size, seed)
     with multiprocessing.get_context("spawn").Pool(workers) as pool:
         while done < size:
@@ -86,13 +93,15 @@ def run(size: int, seed: int, workers: int, folder: Path) -> dict:
                 found_peer += bool(hits) and doc.copy_of >= 0
                 done += 1
             last = ours[done - len(chunk) : done] / 1e6
+            mark, since = bytes_written(), mark
             print(
                 f"  {size:,}: {done:,} done; these {len(chunk):,} checks: median {np.median(last):.3f} ms,"
-                f" p99 {np.percentile(last, 99):.2f} ms",
+                f" p99 {np.percentile(last, 99):.2f} ms, wrote {(mark - since) / len(chunk):,.0f} B each",
                 file=sys.stderr,
                 flush=True,
             )
     index.close()  # stops the checkpoint thread; the last connection moves the WAL into the file
+    written = bytes_written() - written
     on_disk = file_bytes(path)
     return {
         "size": size,
@@ -103,6 +112,7 @@ def run(size: int, seed: int, workers: int, folder: Path) -> dict:
         "peer_p99": float(np.percentile(peer, 99)) / 1e6,
         "peer_pps": size / (peer.sum() / 1e9),
         "bytes_per_doc": on_disk / size,
+        "written_per_doc": written / size,
         "text_bytes": statistics.median(text_bytes),
         "variants": variants,
         "found_ours": found_ours,
@@ -148,7 +158,8 @@ def main() -> None:
         print(
             f"{r['size']:,}: median of the last 10,000 checks {r['last_10k_median']:.3f} ms; "
             f"ours / LSH time per page {r['ours_median'] / r['peer_median']:.2f}x (median); "
-            f"keeping 10,000 characters of text for the report would add ~{r['text_bytes']:,.0f} bytes/doc"
+            f"keeping 10,000 characters of text for the report would add ~{r['text_bytes']:,.0f} bytes/doc; "
+            f"written (WAL and checkpoints) {r['written_per_doc']:,.0f} bytes/check"
         )
 
 

@@ -127,13 +127,15 @@ def corpora(draw):
     st.sampled_from(["global", "host"]),
     st.sampled_from(["blocks", "permuted"]),
     st.sampled_from([-1, 16, 32]),
+    st.sampled_from([0.0, 0.3, 0.6]),
 )
 def test_index_finds_exactly_what_brute_force_finds(
-    tmp_path_factory, pages, methods, tau, scope, tables, few
+    tmp_path_factory, pages, methods, tau, scope, tables, few, confirm
 ):
     config = DedupConfig(
         extractor="text", min_tokens=5, methods=methods, spotsigs_threshold=tau, scope=scope,
         minhash_threshold=tau, simhash_distance=6, simhash_tables=tables, spotsigs_few_spots_bits=few,
+        simhash_confirm=confirm,
     )  # fmt: skip
     path = tmp_path_factory.mktemp("idx") / "index.db"
     assert run_index(path, config, pages) == brute_force(config, pages)
@@ -562,6 +564,31 @@ def test_pages_with_few_spots_are_found_with_a_simhash_witness(tmp_path):
     assert found[2] == (True, 1)
     hard_cut = DedupConfig(extractor="text", methods=("spotsigs",), min_tokens=5, spotsigs_few_spots_bits=-1)
     assert run_index(tmp_path / "cut.db", hard_cut, pages)[2] == (False, None)
+
+
+@pytest.mark.parametrize("tau, confirm", [(0.3, 0.3), (0.9, 0.3), (0.9, 0.0)])
+def test_simhash_blocks_are_probed_only_where_the_spot_search_can_miss_a_simhash_match(
+    tmp_path, aeb_pages, tau, confirm
+):
+    """A SimHash match needs SpotSigs >= confirm: from confirm >= tau on, the spot search finds it."""
+    pages = edited_corpus(aeb_pages, size=30, copies=30, every=40, seed=5)
+    config = DedupConfig(
+        extractor="text", methods=("exact", "spotsigs", "simhash"), spotsigs_threshold=tau,
+        simhash_distance=6, simhash_confirm=confirm,
+    )  # fmt: skip
+    found = run_index(tmp_path / "i.db", config, pages)
+    assert found == brute_force(config, pages)
+    with SQLiteIndex(tmp_path / "i.db", config) as index:
+        methods = {r["method"] for r in index.documents() if r["duplicate_of"]}
+        fp, scope = fingerprint(pages[0][1], config), index._scope_id("")
+        blocks = {
+            sqlite_index._key(sqlite_index.KIND["simhash"], scope, table, bits)
+            for table, bits in sqlite_index.simhash_keys(fp.simhash, 6)
+        }
+        assert blocks <= set(index._lookup_keys(fp, scope, posting=True))  # stored for any confirm
+        assert (blocks <= set(index._lookup_keys(fp, scope))) == (confirm < tau)
+    # Under tau, copies that SpotSigs alone misses are matched, found by their SimHash blocks.
+    assert ("simhash" in methods) == (confirm < tau)
 
 
 def test_document_ids_past_the_posting_lists_range_fail_clearly(tmp_path, aeb_pages, monkeypatch):

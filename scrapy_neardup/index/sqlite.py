@@ -210,6 +210,17 @@ class SQLiteIndex:
         self.config = config
         needed = needed_methods(config)
         self._verify_methods = tuple(m for m in DECISION_ORDER if m in needed)
+        # A SimHash match needs SpotSigs >= simhash_confirm. When that is at least the SpotSigs
+        # threshold and every page with a spot is posted, the spot search already finds every
+        # pair SimHash could match, and the block keys would only add chance candidates (with
+        # 16-bit blocks ~60 a check at a million pages, each a document row read). The keys
+        # are still stored, so the file serves a config that needs them.
+        self._probe_simhash = not (
+            "spotsigs" in config.methods
+            and config.simhash_confirm > 0
+            and config.simhash_confirm >= config.spotsigs_threshold
+            and config.spotsigs_least_spots <= 1
+        )
         self._scope_ids: dict[str, int] = {}
         self._in_batch = False
         self._classes: SpotClasses | None = None
@@ -554,7 +565,7 @@ class SQLiteIndex:
             kinds.append((KIND["raw"], fp.raw_hash >> 64))
         if "exact" in methods and fp.exact is not None:
             kinds.append((KIND["exact"], fp.exact >> 64))
-        if "simhash" in methods and fp.simhash is not None:
+        if "simhash" in methods and fp.simhash is not None and (posting or self._probe_simhash):
             tables = simhash_keys(fp.simhash, cfg.simhash_distance, cfg.simhash_tables)
             kinds += [(KIND["simhash"], t, bits) for t, bits in tables]
         if "minhash" in methods:
