@@ -42,7 +42,7 @@ CHUNK = 20_000
 
 
 def bytes_written() -> int:
-    """Bytes this process (checks and checkpoint thread) has handed to write(2): WAL and file."""
+    """Bytes this process has handed to write(2) so far (files and pipes alike)."""
     with open("/proc/self/io") as io:
         return next(int(line.split()[1]) for line in io if line.startswith("wchar:"))
 
@@ -68,12 +68,13 @@ def run(size: int, seed: int, workers: int, folder: Path) -> dict:
     found_ours = found_peer = variants = 0
     text_bytes: list[int] = []
     done = 0
-    written = mark = bytes_written()  # checks and the checkpoint thread; the pool writes elsewhere
+    written = 0  # by the checks and the checkpoint thread, not counting what pool.map pipes to workers
     docs = documents(size, seed)
     with multiprocessing.get_context("spawn").Pool(workers) as pool:
         while done < size:
             chunk = [next(docs) for _ in range(min(CHUNK, size - done))]
             prepared = pool.map(partial(prepare, config=config), [d.text for d in chunk], chunksize=250)
+            before = bytes_written()
             for doc, (fp, values) in zip(chunk, prepared, strict=True):
                 if len(text_bytes) < 2000:
                     import zlib
@@ -93,15 +94,17 @@ def run(size: int, seed: int, workers: int, folder: Path) -> dict:
                 found_peer += bool(hits) and doc.copy_of >= 0
                 done += 1
             last = ours[done - len(chunk) : done] / 1e6
-            mark, since = bytes_written(), mark
+            wrote = bytes_written() - before
+            written += wrote
             print(
                 f"  {size:,}: {done:,} done; these {len(chunk):,} checks: median {np.median(last):.3f} ms,"
-                f" p99 {np.percentile(last, 99):.2f} ms, wrote {(mark - since) / len(chunk):,.0f} B each",
+                f" p99 {np.percentile(last, 99):.2f} ms, wrote {wrote / len(chunk):,.0f} B each",
                 file=sys.stderr,
                 flush=True,
             )
+    before = bytes_written()
     index.close()  # stops the checkpoint thread; the last connection moves the WAL into the file
-    written = bytes_written() - written
+    written += bytes_written() - before
     on_disk = file_bytes(path)
     return {
         "size": size,
