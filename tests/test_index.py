@@ -587,7 +587,7 @@ def test_simhash_blocks_are_probed_only_where_the_spot_search_can_miss_a_simhash
         }
         assert blocks <= set(index._lookup_keys(fp, scope, posting=True))  # stored for any confirm
         assert (blocks <= set(index._lookup_keys(fp, scope))) == (confirm < tau)
-    # Under tau, copies that SpotSigs alone misses are matched, found by their SimHash blocks.
+    # Under tau, SimHash decides copies SpotSigs alone would not match: what the blocks are probed for.
     assert ("simhash" in methods) == (confirm < tau)
 
 
