@@ -21,6 +21,7 @@ import statistics
 import sys
 import tempfile
 import time
+import zlib
 from functools import partial
 from pathlib import Path
 
@@ -77,8 +78,6 @@ def run(size: int, seed: int, workers: int, folder: Path) -> dict:
             before = bytes_written()
             for doc, (fp, values) in zip(chunk, prepared, strict=True):
                 if len(text_bytes) < 2000:
-                    import zlib
-
                     text_bytes.append(len(zlib.compress(doc.text[:10_000].encode(), 6)))
                 variants += doc.copy_of >= 0
                 start = time.perf_counter_ns()

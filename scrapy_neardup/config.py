@@ -230,6 +230,20 @@ class DedupConfig:
         """The fewest spots a page can have and still match on SpotSigs (with the SimHash witness)."""
         return 1 if self.spotsigs_few_spots_bits >= 0 else max(1, self.spotsigs_min_spots)
 
+    @property
+    def simhash_within_spotsigs(self) -> bool:
+        """Whether every SimHash match is also a pair the exact SpotSigs search finds.
+
+        A SimHash match needs SpotSigs >= ``simhash_confirm``; from the SpotSigs threshold
+        on, with every page that has a spot searchable, such a pair is within the search's reach.
+        """
+        return (
+            "spotsigs" in self.methods
+            and self.simhash_confirm > 0
+            and self.simhash_confirm >= self.spotsigs_threshold
+            and self.spotsigs_least_spots <= 1
+        )
+
     def spotsigs_trusted(self, small_size: int, distance: int | None) -> bool:
         """Whether a SpotSigs Jaccard may decide a pair whose smaller page has ``small_size`` spots.
 

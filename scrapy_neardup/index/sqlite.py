@@ -93,7 +93,7 @@ SPOT_OVERLAP = 3
 SPOT_LAYOUT = "spot-part"
 
 # Posting lists hold document ids as uint32s.
-_MAX_DOC, _FULL = 0xFFFFFFFF, "is full: posting lists hold document ids below 2**32"
+_MAX_DOC = 0xFFFFFFFF
 
 # Postings read at a time when a schema-1 file is upgraded to posting lists.
 UPGRADE_CHUNK = 200_000
@@ -210,17 +210,10 @@ class SQLiteIndex:
         self.config = config
         needed = needed_methods(config)
         self._verify_methods = tuple(m for m in DECISION_ORDER if m in needed)
-        # A SimHash match needs SpotSigs >= simhash_confirm. When that is at least the SpotSigs
-        # threshold and every page with a spot is posted, the spot search already finds every
-        # pair SimHash could match, and the block keys would only add chance candidates (with
-        # 16-bit blocks ~60 a check at a million pages, each a document row read). The keys
-        # are still stored, so the file serves a config that needs them.
-        self._probe_simhash = not (
-            "spotsigs" in config.methods
-            and config.simhash_confirm > 0
-            and config.simhash_confirm >= config.spotsigs_threshold
-            and config.spotsigs_least_spots <= 1
-        )
+        # Where the spot search finds every SimHash match, the SimHash block keys would only add
+        # chance candidates (with 16-bit blocks ~60 a check at a million pages, each a document
+        # row read). The keys are still stored, so the file serves a config that probes them.
+        self._probe_simhash = not config.simhash_within_spotsigs
         self._scope_ids: dict[str, int] = {}
         self._in_batch = False
         self._classes: SpotClasses | None = None
@@ -544,8 +537,7 @@ class SQLiteIndex:
         """Store the posting lists of ``keys[i] -> docs[i]`` pairs, keys not yet listed, docs in order."""
         if not len(keys):
             return
-        if docs.max() > _MAX_DOC:
-            raise IndexFileError(self.path, _FULL)
+        self._check_doc_id(int(docs.max()))
         order = np.lexsort((docs, keys))
         keys, docs = keys[order], docs[order].astype("<u4")
         starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
@@ -554,6 +546,11 @@ class SQLiteIndex:
             "INSERT INTO spot_lists VALUES (?, ?)",
             ((int(keys[a]), docs[a:b].tobytes()) for a, b in zip(starts, ends, strict=True)),
         )
+
+    def _check_doc_id(self, doc_id: int) -> None:
+        """Posting lists hold uint32 document ids: a file past that is full, not wrapped around."""
+        if doc_id > _MAX_DOC:
+            raise IndexFileError(self.path, "is full: posting lists hold document ids below 2**32")
 
     # --- candidates -----------------------------------------------------------------------
 
@@ -774,8 +771,7 @@ class SQLiteIndex:
         keys = self._lookup_keys(fp, scope, posting=True)
         least = self.config.spotsigs_least_spots
         if "spotsigs" in self.config.methods and spots.size >= least:
-            if doc_id > _MAX_DOC:
-                raise IndexFileError(self.path, _FULL)
+            self._check_doc_id(doc_id)
             doc = doc_id.to_bytes(4, "little")
             self.db.executemany(
                 "INSERT INTO spot_lists VALUES (?, ?) "
