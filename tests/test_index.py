@@ -585,10 +585,60 @@ def test_simhash_blocks_are_probed_only_where_the_spot_search_can_miss_a_simhash
             sqlite_index._key(sqlite_index.KIND["simhash"], scope, table, bits)
             for table, bits in sqlite_index.simhash_keys(fp.simhash, 6)
         }
-        assert blocks <= set(index._lookup_keys(fp, scope, posting=True))  # stored for any confirm
+        assert (blocks <= set(index._lookup_keys(fp, scope, posting=True))) == (confirm < tau)
         assert (blocks <= set(index._lookup_keys(fp, scope))) == (confirm < tau)
+        stored = {k for (k,) in index.db.execute("SELECT key FROM lookup_keys")}
+        assert bool(blocks & stored) == (confirm < tau)
     # Under tau, SimHash decides copies SpotSigs alone would not match: what the blocks are probed for.
     assert ("simhash" in methods) == (confirm < tau)
+
+
+def test_a_file_without_simhash_tables_refuses_a_confirm_that_needs_them(tmp_path, aeb_pages):
+    """Files made with the default confirm hold no SimHash keys; a file that has them keeps them."""
+    pages = edited_corpus(aeb_pages, size=20, copies=20, every=40, seed=6)
+    trusting = DedupConfig(extractor="text", simhash_distance=6, simhash_confirm=0.0)
+    run_index(tmp_path / "default.db", DedupConfig(extractor="text"), pages[:20])
+    refusal = r"default\.db.*NEARDUP_SIMHASH_CONFIRM = 0\.0.*at least 0\.3"
+    with pytest.raises(IndexFileError, match=refusal):
+        SQLiteIndex(tmp_path / "default.db", DedupConfig(extractor="text", simhash_confirm=0.0))
+    with SQLiteIndex.open_existing(tmp_path / "default.db") as index:  # as the report opens it
+        assert index.stats()["documents"] == 20
+    # Built with the tables; pages added by a config that never probes them still get their keys.
+    run_index(tmp_path / "both.db", trusting, pages[:10])
+    run_index(tmp_path / "both.db", DedupConfig(extractor="text", simhash_distance=6), pages[10:20])
+    assert run_index(tmp_path / "both.db", trusting, pages[20:]) == brute_force(trusting, pages)[20:]
+    with SQLiteIndex(tmp_path / "both.db", trusting) as index:
+        scope = index._scope_id("")
+        stored = {k for (k,) in index.db.execute("SELECT key FROM lookup_keys")}
+    for _, text in pages[:20]:
+        blocks = sqlite_index.simhash_keys(fingerprint(text, trusting).simhash, 6)
+        assert {
+            sqlite_index._key(sqlite_index.KIND["simhash"], scope, t, bits) for t, bits in blocks
+        } <= stored
+
+
+def test_stored_spot_sets_read_back_in_every_form(tmp_path):
+    """Spots that occur once are stored repeated (form 3); pages with many repeats keep counts."""
+    rng = np.random.default_rng(7)
+    sets = [
+        SpotSet(np.sort(rng.choice(2**32, size=n, replace=False)).astype(np.uint64), counts.astype(np.uint32))
+        for n, counts in [
+            (40, np.ones(40)), (30, np.r_[np.ones(27), 2, 2, 3]), (25, rng.integers(1, 9, 25)),
+            (12, np.r_[np.ones(11), 300]), (1, np.ones(1)), (50, np.ones(50)),
+        ]
+    ]  # fmt: skip
+    sets[5] = SpotSet(np.sort(np.r_[sets[0].hashes[:30], sets[5].hashes[:20]]), np.ones(50, dtype=np.uint32))
+    blobs = [sqlite_index._spots_blob(s) for s in sets]
+    assert [b[0] for b in blobs] == [3, 3, 1, 2, 3, 3]
+    for spots, blob in zip(sets, blobs, strict=True):
+        back = sqlite_index._blob_spots(blob)
+        assert back.hashes.tolist() == spots.hashes.tolist() and back.counts.tolist() == spots.counts.tolist()
+        width = 2 if spots.counts.max() > 255 else 1  # bytes a count takes in the counted form
+        assert len(blob) <= 1 + (4 + width) * len(spots)
+    for probe in sets:
+        expected = [multiset_jaccard(probe, s) for s in sets]
+        assert sqlite_index.blob_jaccard(probe, blobs) == pytest.approx(expected)
+        assert sqlite_index.blob_jaccard(probe, blobs[::-1]) == pytest.approx(expected[::-1])
 
 
 def test_document_ids_past_the_posting_lists_range_fail_clearly(tmp_path, aeb_pages, monkeypatch):
