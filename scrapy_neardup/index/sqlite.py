@@ -954,33 +954,35 @@ def batch_jaccard(probe: SpotSet, sets: list[SpotSet]) -> np.ndarray:
 
 def blob_jaccard(probe: SpotSet, blobs: list[bytes]) -> np.ndarray:
     """``batch_jaccard`` straight from stored blobs: one numpy decode for each form."""
-    result = np.zeros(len(blobs))
-    forms: dict[int, list[int]] = {}
-    for i, blob in enumerate(blobs):
-        forms.setdefault(blob[0], []).append(i)
-    for form, at in forms.items():
-        chosen = [blobs[i] for i in at]
-        if form == 3:
-            result[at] = _jaccard_flat(probe, *_repeated_spots(chosen))
-        elif form == 1:
-            lengths = [(len(b) - 1) // 5 for b in chosen]
-            pairs = list(zip(chosen, lengths, strict=True))
-            hashes = np.frombuffer(b"".join([b[1 : 1 + 4 * n] for b, n in pairs]), "<u4")
-            counts = np.frombuffer(b"".join([b[1 + 4 * n :] for b, n in pairs]), "u1")
-            result[at] = _jaccard_flat(probe, hashes.astype(np.uint64), counts.astype(np.int64), lengths)
-        else:  # a count over 255: rare, decoded one by one
-            result[at] = batch_jaccard(probe, [_blob_spots(b) for b in chosen])
-    return result
+    forms = {blob[0] for blob in blobs}
+    if len(forms) > 1:  # a file written before form 3, or pages with many repeats among them
+        result = np.zeros(len(blobs))
+        for form in forms:
+            at = [i for i, blob in enumerate(blobs) if blob[0] == form]
+            result[at] = blob_jaccard(probe, [blobs[i] for i in at])
+        return result
+    if forms == {3}:
+        return _jaccard_flat(probe, *_repeated_spots(blobs))
+    if forms == {1}:
+        lengths = [(len(b) - 1) // 5 for b in blobs]
+        pairs = list(zip(blobs, lengths, strict=True))
+        hashes = np.frombuffer(b"".join([b[1 : 1 + 4 * n] for b, n in pairs]), "<u4")
+        counts = np.frombuffer(b"".join([b[1 + 4 * n :] for b, n in pairs]), "u1")
+        return _jaccard_flat(probe, hashes.astype(np.uint64), counts.astype(np.int64), lengths)
+    return batch_jaccard(probe, [_blob_spots(b) for b in blobs])  # counts over 255: rare
 
 
 def _repeated_spots(blobs: list[bytes]) -> tuple[np.ndarray, np.ndarray, list[int]]:
     """Distinct spots, counts and distinct-spot lengths of form-3 blobs laid end to end."""
     spots = np.frombuffer(b"".join([b[1:] for b in blobs]), "<u4").astype(np.uint64)
-    owner = np.repeat(np.arange(len(blobs)), [(len(b) - 1) // 4 for b in blobs])
-    starts = np.flatnonzero(np.r_[True, (spots[1:] != spots[:-1]) | (owner[1:] != owner[:-1])])
-    counts = np.diff(np.r_[starts, len(spots)])
-    lengths = np.bincount(owner[starts], minlength=len(blobs)).tolist()
-    return spots[starts], counts, lengths
+    lengths = [(len(b) - 1) // 4 for b in blobs]
+    owner = np.repeat(np.arange(len(blobs)), lengths)
+    repeat = (spots[1:] == spots[:-1]) & (owner[1:] == owner[:-1])  # a spot occurring again
+    if not repeat.any():
+        return spots, np.ones(len(spots), dtype=np.int64), lengths
+    starts = np.flatnonzero(~np.concatenate(([False], repeat)))
+    counts = np.diff(np.append(starts, len(spots)))
+    return spots[starts], counts, np.bincount(owner[starts], minlength=len(blobs)).tolist()
 
 
 def _jaccard_flat(probe: SpotSet, hashes: np.ndarray, counts: np.ndarray, lengths: list[int]) -> np.ndarray:
