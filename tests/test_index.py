@@ -295,10 +295,31 @@ def test_schema_1_file_is_upgraded_to_posting_lists_with_the_same_answers(tmp_pa
     assert found == brute_force(config, pages)
     assert sum(dup for dup, _ in found[40:]) >= 15
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == sqlite_index.SCHEMA_VERSION == 2
+        assert db.execute("PRAGMA user_version").fetchone()[0] == sqlite_index.SCHEMA_VERSION == 3
         assert db.execute("SELECT name FROM sqlite_master WHERE name = 'spot_postings'").fetchone() is None
     upgraded = posting_lists(path)
     assert all(upgraded[key][: len(docs)] == docs for key, docs in lists.items())
+
+
+def test_schema_2_file_is_upgraded_and_its_spot_sets_read_as_before(tmp_path, aeb_pages):
+    """Version 2 stored every spot set with counts; such a file reads as before and is marked 3."""
+    pages = edited_corpus(aeb_pages, 30, copies=15, every=15, seed=9)
+    config = DedupConfig(extractor="text")
+    path = tmp_path / "v2.db"
+    first = run_index(path, config, pages[:20])
+    with sqlite3.connect(path) as db:  # as version 2 wrote them: distinct spots, then a count byte each
+        for doc, blob in db.execute("SELECT id, spots FROM documents WHERE spots IS NOT NULL").fetchall():
+            spots = sqlite_index._blob_spots(blob)
+            old = b"\x01" + spots.hashes.astype("<u4").tobytes() + spots.counts.astype("u1").tobytes()
+            db.execute("UPDATE documents SET spots = ? WHERE id = ?", (old, doc))
+        db.execute("PRAGMA user_version = 2")
+    found = first + run_index(path, config, pages[20:])
+    assert found == brute_force(config, pages)
+    assert sum(dup for dup, _ in found) >= 12
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 3  # version 2 would misread form 3
+        forms = {blob[0] for (blob,) in db.execute("SELECT spots FROM documents WHERE spots IS NOT NULL")}
+    assert forms == {1, 3}
 
 
 def test_pages_with_more_spot_keys_than_one_query_binds(tmp_path, aeb_pages):

@@ -23,6 +23,9 @@ document's multiset costs about 4 bytes a spot (``_spots_blob``); a 32-bit colli
 two different spots of a pair can only move its Jaccard by one spot's weight, at odds of
 about 1 in 10^5 for two long pages.
 
+Files of older schema versions are upgraded when opened (1: a row a posting; 2: spot sets
+always stored with counts), and then refuse the versions that wrote them.
+
 Only admitted (non-duplicate) pages get postings: the index stands for what was stored.
 ``check_and_add`` runs in one ``BEGIN IMMEDIATE`` transaction, so processes sharing the
 file serialize on it and two copies can never both be admitted.
@@ -55,7 +58,8 @@ from ..verify import DECISION_ORDER, compare
 from .base import Verdict
 from .pruning import SpotClasses, overlap_needed, partition_of, partitions_covering, prefix, probe_reach
 
-SCHEMA_VERSION = 2
+# 3: spot sets may be stored repeated (``_spots_blob`` form 3), which version 2 misreads.
+SCHEMA_VERSION = 3
 APPLICATION = "scrapy-neardup"
 
 logger = logging.getLogger(__name__)
@@ -283,8 +287,8 @@ class SQLiteIndex:
             self.db.execute(f"PRAGMA page_size = {PAGE_SIZE}")
             self.db.execute("PRAGMA journal_mode = WAL")
             self._write(self._create)
-        elif version == 1 and {"meta", "spot_postings"} <= tables:
-            self._write(self._upgrade_postings)
+        elif (version == 1 and {"meta", "spot_postings"} <= tables) or (version == 2 and "meta" in tables):
+            self._write(self._upgrade)
         elif version != SCHEMA_VERSION or "meta" not in tables:
             what = (
                 "is not a scrapy-neardup index" if "meta" not in tables else f"has schema version {version}"
@@ -307,15 +311,25 @@ class SQLiteIndex:
         ]  # fmt: skip
         self.db.executemany("INSERT OR IGNORE INTO meta VALUES (?, ?)", rows)
 
+    def _upgrade(self) -> None:
+        """An older file to this schema, in one write transaction.
+
+        Version 2 to 3 changes no table: older versions are only kept from reading what this
+        one writes into the file from now on.
+        """
+        version = self.db.execute("PRAGMA user_version").fetchone()[0]
+        if version == 1:
+            self._upgrade_postings()
+        if version in (1, 2):  # else another process upgraded it while this one waited for the lock
+            self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
     def _upgrade_postings(self) -> None:
-        """Schema 1 to 2, in one write transaction: a row a posting becomes one list a key.
+        """Schema 1 to 2: a row a posting becomes one list a key.
 
         Streamed in key order, so a million-page file needs no more memory than a chunk.
         """
-        if self.db.execute("PRAGMA user_version").fetchone()[0] != 1:
-            return  # another process upgraded it while this one waited for the lock
         logger.info(
-            "%s: upgrading the index to schema version 2 (posting lists); the old postings' "
+            "%s: upgrading the index to posting lists (schema version 2); the old postings' "
             "space is reused as the index grows (VACUUM gives it back now)",
             self.path,
         )
@@ -330,7 +344,6 @@ class SQLiteIndex:
             keys, docs = keys[whole:], docs[whole:]
         self._write_lists(keys, docs)
         self.db.execute("DROP TABLE spot_postings")
-        self.db.execute("PRAGMA user_version = 2")
 
     def _shaping(self) -> str:
         return json.dumps(self.config.shaping(), sort_keys=True)
