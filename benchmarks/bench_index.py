@@ -40,6 +40,7 @@ from scrapy_neardup.signatures.minhash import minhash
 from scrapy_neardup.text import tokenize
 
 CHUNK = 20_000
+CONFIG = DedupConfig(extractor="text", keep_text=0)  # the default detection knobs
 
 
 def bytes_written() -> int:
@@ -59,11 +60,10 @@ def run(size: int, seed: int, workers: int, folder: Path) -> dict:
     from datasketch import MinHashLSH
     from datasketch.lean_minhash import LeanMinHash
 
-    config = DedupConfig(extractor="text", keep_text=0)  # the default detection knobs
     path = folder / f"index-{size}.db"
     for old in folder.glob(path.name + "*"):  # a kept file from an earlier run
         old.unlink()
-    index = SQLiteIndex(path, config)
+    index = SQLiteIndex(path, CONFIG)
     lsh = MinHashLSH(threshold=0.8, num_perm=128)
     ours, peer = np.empty(size), np.empty(size)
     found_ours = found_peer = variants = 0
@@ -74,7 +74,7 @@ def run(size: int, seed: int, workers: int, folder: Path) -> dict:
     with multiprocessing.get_context("spawn").Pool(workers) as pool:
         while done < size:
             chunk = [next(docs) for _ in range(min(CHUNK, size - done))]
-            prepared = pool.map(partial(prepare, config=config), [d.text for d in chunk], chunksize=250)
+            prepared = pool.map(partial(prepare, config=CONFIG), [d.text for d in chunk], chunksize=250)
             before = bytes_written()
             for doc, (fp, values) in zip(chunk, prepared, strict=True):
                 if len(text_bytes) < 2000:

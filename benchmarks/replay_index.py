@@ -16,7 +16,6 @@ either. A version that cannot open the file (another layout) says so and stops.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import multiprocessing
 import os
 import shutil
@@ -30,19 +29,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_index import bytes_written
+from bench_index import CONFIG, bytes_written, prepare
 from corpus import documents
 
 import scrapy_neardup
-from scrapy_neardup import DedupConfig
-from scrapy_neardup.fingerprint import fingerprint
 from scrapy_neardup.index import SQLiteIndex
-
-CONFIG = DedupConfig(extractor="text", keep_text=0)  # as bench_index.py builds its files
-
-
-def prepare(text: str, config: DedupConfig):
-    return dataclasses.replace(fingerprint(text, config), text="")
 
 
 def replay(path: Path, fingerprints: list, warm: int) -> dict:
@@ -82,7 +73,7 @@ def main() -> None:
         parser.error(f"{args.file}: no such file (make one with bench_index.py --keep DIR)")
     texts = [d.text for d in documents(args.warm + args.pages, args.seed)]
     with multiprocessing.get_context("spawn").Pool(args.workers) as pool:
-        fingerprints = pool.map(partial(prepare, config=CONFIG), texts, chunksize=250)
+        fingerprints = [fp for fp, _ in pool.map(partial(prepare, config=CONFIG), texts, chunksize=250)]
     print(f"{Path(scrapy_neardup.__file__).parent.parent}: {args.pages:,} new pages against {args.file}")
     for _ in range(args.rounds):
         r = replay(args.file, fingerprints, args.warm)

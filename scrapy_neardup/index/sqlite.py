@@ -947,8 +947,8 @@ def _blob_spots(blob: bytes | None) -> SpotSet:
     if not blob:
         return SpotSet(np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.uint32))
     if blob[0] == 3:
-        hashes, counts = np.unique(np.frombuffer(blob, dtype="<u4", offset=1), return_counts=True)
-        return SpotSet(hashes.astype(np.uint64), counts.astype(np.uint32))
+        hashes, counts, _ = _repeated_spots([blob])
+        return SpotSet(hashes, counts.astype(np.uint32))
     width = blob[0]
     n = (len(blob) - 1) // (4 + width)
     hashes = np.frombuffer(blob, dtype="<u4", count=n, offset=1).astype(np.uint64)
