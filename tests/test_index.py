@@ -20,7 +20,7 @@ from scrapy_neardup import DedupConfig, fingerprint
 from scrapy_neardup.config import METHODS
 from scrapy_neardup.detector import Detector
 from scrapy_neardup.exceptions import IndexFileError
-from scrapy_neardup.fingerprint import imatch_with_stats, needed_methods
+from scrapy_neardup.fingerprint import Fingerprint, imatch_with_stats, needed_methods
 from scrapy_neardup.index import SQLiteIndex
 from scrapy_neardup.index import sqlite as sqlite_index
 from scrapy_neardup.index.pruning import (
@@ -128,17 +128,21 @@ def corpora(draw):
     st.sampled_from(["blocks", "permuted"]),
     st.sampled_from([-1, 16, 32]),
     st.sampled_from([0.0, 0.3, 0.6]),
+    st.sampled_from([150, 8]),
 )
 def test_index_finds_exactly_what_brute_force_finds(
-    tmp_path_factory, pages, methods, tau, scope, tables, few, confirm
+    tmp_path_factory, monkeypatch, pages, methods, tau, scope, tables, few, confirm, large
 ):
+    """``large`` 8: pages from 8 spots on are posted for 6 shared spots, smaller ones for 3."""
     config = DedupConfig(
         extractor="text", min_tokens=5, methods=methods, spotsigs_threshold=tau, scope=scope,
         minhash_threshold=tau, simhash_distance=6, simhash_tables=tables, spotsigs_few_spots_bits=few,
         simhash_confirm=confirm,
     )  # fmt: skip
     path = tmp_path_factory.mktemp("idx") / "index.db"
-    assert run_index(path, config, pages) == brute_force(config, pages)
+    with monkeypatch.context() as patch:
+        patch.setattr(sqlite_index, "LARGE_PAGE_SPOTS", large)
+        assert run_index(path, config, pages) == brute_force(config, pages)
 
 
 def test_real_pages_index_equals_brute_force(tmp_path, aeb_pages):
@@ -219,9 +223,13 @@ def _spot_set(counts: dict[int, int]) -> SpotSet:
     st.sampled_from([0.2, 0.3, 0.5, 0.8]),
     st.integers(1, 3),
     st.booleans(),
+    st.lists(st.integers(1, 7), min_size=20, max_size=20),
 )
-def test_extended_prefixes_share_the_spots_the_count_filter_asks_for(a, b, tau, most, ranked):
-    """Any pair at Jaccard >= tau shares ``overlap_needed`` spots in the probe's and the stored prefix."""
+def test_extended_prefixes_share_the_spots_the_count_filter_asks_for(a, b, tau, most, ranked, asked):
+    """Any pair at Jaccard >= tau shares ``overlap_needed`` spots in the probe's and the stored prefix.
+
+    ``asked``: what the probe asks of its other partitions, which may differ (large pages).
+    """
     spots_a, spots_b = _spot_set(a), _spot_set(b)
     if multiset_jaccard(spots_a, spots_b) < tau:
         return
@@ -234,10 +242,60 @@ def test_extended_prefixes_share_the_spots_the_count_filter_asks_for(a, b, tau, 
     # The probe reads a spot only up to the partition it reaches: B's partition is among them.
     parts, part_b = partitions_covering(spots_a.size, tau), partition_of(spots_b.size, tau)
     assert part_b in parts
-    rare, reach = probe_reach(spots_a, tau, classes, need, parts)
-    assert set(rare.tolist()) <= probe
-    read = {s for s, last in zip(rare.tolist(), reach.tolist(), strict=True) if last >= part_b}
-    assert len(read & stored) >= need
+    needs = [need if p == part_b else overlap_needed(spots_a, tau, asked[i]) for i, p in enumerate(parts)]
+    for overlap in (need, needs):
+        rare, reach = probe_reach(spots_a, tau, classes, overlap, parts)
+        assert set(rare.tolist()) <= set(prefix(spots_a, tau, classes, max(needs)).tolist())
+        read = {s for s, last in zip(rare.tolist(), reach.tolist(), strict=True) if last >= part_b}
+        assert len(read & stored) >= need
+
+
+@st.composite
+def spot_corpora(draw) -> list[dict[int, int]]:
+    """Spot multisets of 2 to 40 spots over a small universe, most of them reshaped copies."""
+    rng = random.Random(draw(st.integers(0, 2**32)))
+    sets: list[dict[int, int]] = []
+    for _ in range(draw(st.integers(2, 25))):
+        if sets and rng.random() < 0.7:
+            counts = {k: v for k, v in rng.choice(sets).items() if rng.random() > 0.3}
+            for _ in range(rng.randint(0, 15)):
+                spot = rng.randint(1, 80)
+                counts[spot] = counts.get(spot, 0) + 1
+        else:
+            counts = {rng.randint(1, 80): rng.randint(1, 2) for _ in range(rng.randint(2, 40))}
+        if counts:
+            sets.append(counts)
+    return sets
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(spot_corpora(), st.sampled_from([0.2, 0.3, 0.5]), st.sampled_from([4, 10, 20]), st.booleans())
+def test_larger_pages_asking_more_shared_spots_find_what_brute_force_finds(
+    tmp_path_factory, monkeypatch, sets, tau, large, frozen
+):
+    """Pages from ``large`` spots on are posted for 6 shared spots, smaller ones for 3: pairs
+    across that size, with and without frozen spot classes, are all still found."""
+    config = DedupConfig(
+        methods=("spotsigs",), extractor="text", spotsigs_threshold=tau, spotsigs_min_spots=1
+    )
+    spot_sets = [
+        SpotSet(np.array(sorted(c), dtype=np.uint64) << np.uint64(32), np.array([c[k] for k in sorted(c)]))
+        for c in sets
+    ]
+    expected: list[int | None] = []
+    for i, spots in enumerate(spot_sets):
+        similar = [(multiset_jaccard(spots, spot_sets[j]), -j) for j in range(i) if expected[j] is None]
+        best = max(similar, default=(0.0, 0))
+        expected.append(1 - best[1] if best[0] >= tau - 1e-9 else None)
+    path = tmp_path_factory.mktemp("idx") / "index.db"
+    with monkeypatch.context() as patch:
+        patch.setattr(sqlite_index, "LARGE_PAGE_SPOTS", large)
+        patch.setattr(sqlite_index, "FREEZE_AT", 3 if frozen else 5000)
+        with SQLiteIndex(path, config) as index:
+            fps = [Fingerprint(token_count=50, spots=spots) for spots in spot_sets]
+            found = [index.check_and_add(f"http://a.example/{i}", fp) for i, fp in enumerate(fps)]
+    found = [verdict.duplicate_of for verdict in found]
+    assert found == expected
 
 
 def test_count_filter_cuts_chance_candidates():

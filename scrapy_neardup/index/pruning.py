@@ -31,6 +31,13 @@ spot starts before ``|A| - I_p + E_{k-1}`` of A's mass. A probe's spot past that
 not look in that partition or above (``probe_reach``); at the lowest partition the bound is
 the prefix's own. The stored side keeps its prefix: it must serve probes of every size.
 
+More shared spots for larger pages. The argument above needs only ``k`` at most what
+the stored prefix was extended for: a prefix extended further holds the ``k``-th shared
+spot all the same. So partitions may be posted for different ``k`` and a probe asks each
+partition at most its own (``probe_reach`` takes a ``k`` a partition). Large pages meet
+many pages sharing three rare spots by chance; asking more of them costs a large page
+only a few more postings.
+
 Rarest first. The paper walks spots rarest first, so that the prefix holds rare spots
 with short inverted lists. A live document frequency cannot serve (see above), so the
 index freezes one: once it holds enough documents it counts each spot's document
@@ -44,6 +51,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -95,18 +103,23 @@ def _walk(spots: SpotSet, classes: SpotClasses | None) -> tuple[np.ndarray, np.n
 
 
 def probe_reach(
-    spots: SpotSet, tau: float, classes: SpotClasses | None, overlap: int, parts: range
+    spots: SpotSet, tau: float, classes: SpotClasses | None, overlap: int | Sequence[int], parts: range
 ) -> tuple[np.ndarray, np.ndarray]:
     """A probe's prefix spots and, for each, the last of ``parts`` where a match can share it.
 
     ``parts`` are the partitions the probe covers, lowest first; every prefix spot reaches
-    at least ``parts.start``.
+    at least ``parts.start``. ``overlap`` is the shared spots asked of a match, one for all
+    partitions or one each. A spot is read in every partition up to its last (a superset
+    where a larger partition asks for more spots, so one key range a spot still does).
     """
     hashes, before = _walk(spots, classes)
-    size, extra = spots.size, top_mass(spots, overlap - 1)
+    size = spots.size
+    overlaps = np.broadcast_to(np.asarray(overlap), (len(parts),))
+    extra = np.array([top_mass(spots, k - 1) for k in overlaps.tolist()], dtype=np.float64)
     bounds = partition_bounds(tau)
     least = np.maximum(np.array([bounds[k] for k in parts], dtype=np.float64), tau * size)
-    walked = size - tau * (size + least) / (1.0 + tau) + extra + 1e-9  # non-increasing in k
+    walked = size - tau * (size + least) / (1.0 + tau) + extra + 1e-9
+    walked = np.maximum.accumulate(walked[::-1])[::-1]  # non-increasing in k
     keep = before <= walked[0]
     reach = parts.start + np.searchsorted(-walked, -before[keep], side="right") - 1
     return hashes[keep], reach

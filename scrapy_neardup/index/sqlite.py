@@ -56,7 +56,15 @@ from ..signatures.imatch import CollectionStats
 from ..signatures.spotsigs import SpotSet
 from ..verify import DECISION_ORDER, compare
 from .base import Verdict
-from .pruning import SpotClasses, overlap_needed, partition_of, partitions_covering, prefix, probe_reach
+from .pruning import (
+    SpotClasses,
+    overlap_needed,
+    partition_bounds,
+    partition_of,
+    partitions_covering,
+    prefix,
+    probe_reach,
+)
 
 # 3: spot sets may be stored repeated (``_spots_blob`` form 3), which version 2 misreads.
 SCHEMA_VERSION = 3
@@ -88,6 +96,14 @@ FREEZE_AT = 5000
 # 100,000 pages (benchmarks/bench_index.py, same run state): 2 -> 3 took the median check from
 # 0.98 to 0.91 ms and the p99 from 9.2 to 6.2 ms for 16 more bytes a page; 4 was no faster.
 SPOT_OVERLAP = 3
+
+# Pages of at least LARGE_PAGE_SPOTS spots (the partitions starting there) post prefixes for
+# SPOT_OVERLAP_LARGE shared spots (``meta`` 'spot_overlap_large'; files without it use
+# SPOT_OVERLAP for all). A large page meets many pages sharing three rare spots by chance:
+# at a million pages, checks of pages of 200 spots or more found 41,339 candidates with 3
+# shared spots, 2,097 with 4, 112 with 5, 2 with 6 and 43 with 12 or more, each one's spots
+# read and compared.
+LARGE_PAGE_SPOTS, SPOT_OVERLAP_LARGE = 150, 6
 
 # How a spot posting key is packed (``meta`` 'spot_layout'). "spot-part": scope (20 bits) | spot (32)
 # | length partition (12), so a probe reads one key range a spot for all the partitions it covers
@@ -307,6 +323,7 @@ class SQLiteIndex:
         rows = [
             ("application", APPLICATION), ("created_at", str(time.time())), ("config", self._shaping()),
             ("spot_overlap", str(SPOT_OVERLAP)), ("spot_layout", SPOT_LAYOUT),
+            ("spot_overlap_large", f"{LARGE_PAGE_SPOTS} {SPOT_OVERLAP_LARGE}"),
             ("simhash_keys", "1" if self._probe_simhash else "0"),
         ]  # fmt: skip
         self.db.executemany("INSERT OR IGNORE INTO meta VALUES (?, ?)", rows)
@@ -353,6 +370,8 @@ class SQLiteIndex:
         if meta.get("application") != APPLICATION:
             raise IndexFileError(self.path, "is not a scrapy-neardup index")
         self._overlap = int(meta.get("spot_overlap", 1))  # both written by _create for new files
+        large = meta.get("spot_overlap_large")
+        self._overlap_large = tuple(int(v) for v in large.split()) if large else None
         self._layout = meta.get("spot_layout", "part-spot")
         stored, current = {**LEGACY_KNOBS, **json.loads(meta["config"])}, json.loads(self._shaping())
         for name in SHAPING_KNOBS:
@@ -608,12 +627,20 @@ class SQLiteIndex:
     def _posting_keys(self, spots: SpotSet, scope: int) -> list[int]:
         """A stored page's posting keys: its prefix, extended for the index's overlap, in its partition."""
         tau = self.config.spotsigs_threshold
-        rare, part = prefix(spots, tau, self._classes, self._overlap), partition_of(spots.size, tau)
+        part = partition_of(spots.size, tau)
+        rare = prefix(spots, tau, self._classes, self._overlap_in(part))
         return self._key_ranges(rare, part, np.full(len(rare), part), scope)[:, 0].tolist()
 
-    def _probe_ranges(self, spots: SpotSet, scope: int, parts: range, overlap: int) -> np.ndarray:
+    def _overlap_in(self, part: int) -> int:
+        """The shared spots the prefixes of a partition's documents are posted for."""
+        large = self._overlap_large
+        if large and partition_bounds(self.config.spotsigs_threshold)[part] >= large[0]:
+            return large[1]
+        return self._overlap
+
+    def _probe_ranges(self, spots: SpotSet, scope: int, parts: range, needs: list[int]) -> np.ndarray:
         """Posting key ranges a probe reads: each prefix spot over the partitions it reaches."""
-        rare, reach = probe_reach(spots, self.config.spotsigs_threshold, self._classes, overlap, parts)
+        rare, reach = probe_reach(spots, self.config.spotsigs_threshold, self._classes, needs, parts)
         return self._key_ranges(rare, parts.start, reach, scope)
 
     def _key_ranges(self, spots: np.ndarray, first: int, last: np.ndarray, scope: int) -> np.ndarray:
@@ -651,10 +678,13 @@ class SQLiteIndex:
         tau = self.config.spotsigs_threshold
         least = self.config.spotsigs_least_spots
         if "spotsigs" in self.config.methods and probe.spots.size >= least:
-            need = overlap_needed(probe.spots, tau, self._overlap)
             parts = partitions_covering(probe.spots.size, tau)
-            ranges = self._probe_ranges(probe.spots, scope, parts, need)
-            found.update(self._sharing(ranges, need))
+            # A probe may ask fewer shared spots than a partition was posted for: a page asks
+            # what its own size is posted for, so smaller pages read no longer prefixes.
+            own = self._overlap_in(partition_of(probe.spots.size, tau))
+            needs = [overlap_needed(probe.spots, tau, min(own, self._overlap_in(p))) for p in parts]
+            ranges = self._probe_ranges(probe.spots, scope, parts, needs)
+            found.update(self._sharing(ranges, parts, needs))
         if not found:
             return
         # The few columns the bounds need first; every signature only for the candidates that pass.
@@ -663,27 +693,32 @@ class SQLiteIndex:
         for row in self._rows(_SIGNATURE_COLUMNS, survivors, scope):
             yield row[0], _row_fingerprint(row)
 
-    def _sharing(self, ranges: np.ndarray, need: int) -> list[int]:
-        """Documents with at least ``need`` postings in the key ``ranges``.
+    def _sharing(self, ranges: np.ndarray, parts: range, needs: list[int]) -> list[int]:
+        """Documents of each of ``parts`` with at least its ``needs`` postings in the key ``ranges``.
 
         SQLite only returns the lists and numpy counts their documents: a ``GROUP BY doc``
         would build a temporary B-tree over every posting met. The ranges are disjoint, so
-        a posting is met once; CROSS JOIN keeps the ranges the outer loop.
+        a posting is met once; CROSS JOIN keeps the ranges the outer loop. Where partitions
+        ask different counts, each list's key tells its partition (a document is in one).
         """
-        limit, found = self._max_ranges, []
+        limit, lists = self._max_ranges, []
         for start in range(0, len(ranges), limit):
             chunk = ranges[start : start + limit]
-            lists = self.db.execute(
+            lists += self.db.execute(
                 f"WITH r(low, high) AS (VALUES {','.join(['(?,?)'] * len(chunk))}) "
-                "SELECT docs FROM r CROSS JOIN spot_lists ON key BETWEEN low AND high",
+                "SELECT key, docs FROM r CROSS JOIN spot_lists ON key BETWEEN low AND high",
                 chunk.ravel().tolist(),
             ).fetchall()
-            if lists:
-                found.append(np.frombuffer(b"".join(row[0] for row in lists), dtype="<u4"))
-        if not found:
-            return []
-        docs, hits = np.unique(np.concatenate(found), return_counts=True)
-        return docs[hits >= need].tolist()
+        if min(needs) == max(needs):
+            return _counted(lists, needs[0])
+        keys = np.array([row[0] for row in lists], dtype=np.int64)
+        part = keys & 4095 if self._layout == "spot-part" else (keys >> 32) & 4095
+        need = np.array(needs)[np.clip(part - parts.start, 0, len(needs) - 1)].tolist()
+        return [
+            doc
+            for value in set(needs)
+            for doc in _counted([row for row, n in zip(lists, need, strict=True) if n == value], value)
+        ]
 
     def _rows(self, columns: str, ids: list[int], scope: int) -> list[tuple]:
         rows: list[tuple] = []
@@ -917,6 +952,14 @@ class Checkpointer:
         self._stop.set()
         if wait and self._thread.is_alive():
             self._thread.join()
+
+
+def _counted(lists: list[tuple[int, bytes]], need: int) -> list[int]:
+    """The documents posted at least ``need`` times in ``(key, list)`` rows."""
+    if not lists:
+        return []
+    docs, hits = np.unique(np.frombuffer(b"".join(row[1] for row in lists), dtype="<u4"), return_counts=True)
+    return docs[hits >= need].tolist()
 
 
 def _blob(values: np.ndarray | tuple[int, ...] | None, dtype: str) -> bytes | None:
