@@ -211,6 +211,23 @@ def test_frozen_rarest_first_order_stays_exact(tmp_path, aeb_pages, monkeypatch,
         assert verdict.duplicate and index._classes is not None
 
 
+def test_pages_added_unchecked_to_a_frozen_file_are_found(tmp_path, aeb_pages, monkeypatch):
+    """``add`` posts in the file's frozen spot order, even as the first call of a new process."""
+    monkeypatch.setattr(sqlite_index, "FREEZE_AT", 20)
+    pages = edited_corpus(aeb_pages, 40, copies=20, every=15, seed=6)
+    config = DedupConfig(methods=("spotsigs",), extractor="text")
+    path, checked = tmp_path / "frozen.db", tmp_path / "checked.db"
+    assert not any(dup for dup, _ in run_index(checked, config, pages[:40]))
+    run_index(path, config, pages[:20])  # the 20th check freezes the order
+    with SQLiteIndex(path, config) as index:
+        for i, (url, text) in enumerate(pages[20:40], start=21):
+            assert index.add(url, fingerprint(text, config)).doc_id == i
+    assert posting_lists(path) == posting_lists(checked)
+    found = run_index(path, config, pages[40:])
+    assert found == brute_force(config, pages)[40:]
+    assert sum(dup for dup, _ in found) >= 15
+
+
 def _spot_set(counts: dict[int, int]) -> SpotSet:
     keys = sorted(counts)
     return SpotSet(np.array(keys, dtype=np.uint64), np.array([counts[k] for k in keys], dtype=np.uint32))

@@ -456,7 +456,13 @@ class SQLiteIndex:
     def add(self, url: str, fp: Fingerprint, scope: str = "", source: str | None = None) -> Verdict:
         """Admit a page without checking it (an import of pages known to be distinct)."""
         stored = dataclasses.replace(fp, spots=spots32(fp.spots))
-        return self._write(lambda: self._record(url, stored, scope, None, source))
+
+        def work() -> Verdict:
+            if fp.judged:
+                self._sync_order()  # posted in the file's order, frozen maybe by another process
+            return self._record(url, stored, scope, None, source)
+
+        return self._write(work)
 
     def find_raw(self, raw: int, scope: str = "") -> int | None:
         """An admitted document whose raw body is byte-identical to ``raw``'s page, or None.
