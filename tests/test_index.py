@@ -184,10 +184,14 @@ def test_imatch_takes_idf_from_the_index(tmp_path, aeb_pages):
     assert copy.duplicate
 
 
-@pytest.mark.parametrize("methods", [("spotsigs",), ("exact", "spotsigs", "simhash")])
-def test_frozen_rarest_first_order_stays_exact(tmp_path, aeb_pages, monkeypatch, methods):
-    """The spot order switches to frequency classes mid-run; answers still equal brute force."""
+@pytest.mark.parametrize(
+    "methods, bucket_bits", [(("spotsigs",), 20), (("exact", "spotsigs", "simhash"), 20), (("spotsigs",), 4)]
+)
+def test_frozen_rarest_first_order_stays_exact(tmp_path, aeb_pages, monkeypatch, methods, bucket_bits):
+    """The spot order switches to frequency classes mid-run, and rare spots to shared lists (with
+    4 bucket bits, 16 lists a partition for all of them); answers still equal brute force."""
     monkeypatch.setattr(sqlite_index, "FREEZE_AT", 40)
+    monkeypatch.setattr(sqlite_index, "RARE_BUCKET_BITS", bucket_bits)
     rng = random.Random(5)
     pages = []
     for i, body in enumerate(list(aeb_pages.values())[:90]):
@@ -204,7 +208,13 @@ def test_frozen_rarest_first_order_stays_exact(tmp_path, aeb_pages, monkeypatch,
     assert sum(dup for dup, _ in found) >= 25
     with sqlite3.connect(tmp_path / "frozen.db") as db:
         assert db.execute("SELECT value FROM meta WHERE key = 'spot_order'").fetchone() == ("classes",)
-        assert db.execute("SELECT COUNT(*) FROM spot_classes").fetchone()[0] > 0
+        frequent = {spot for (spot,) in db.execute("SELECT spot FROM spot_classes")}
+    assert frequent
+    heads = {(key >> 12) & 0xFFFFFFFF for key in posting_lists(tmp_path / "frozen.db")}
+    rare = heads - frequent
+    assert len(rare) > 10 and all(head % (1 << (32 - bucket_bits)) == 0 for head in rare)
+    if bucket_bits == 4:
+        assert len(rare) <= 16
     # A process opening the file later reads the same frozen order and the same answers.
     with SQLiteIndex(tmp_path / "frozen.db", config) as index:
         verdict = index.check_and_add("http://late.example/", fingerprint(pages[1][1], config))
@@ -323,22 +333,35 @@ def test_count_filter_cuts_chance_candidates():
     assert overlap_needed(heavy, 0.3, 2) == 1
 
 
-def test_files_posted_for_one_shared_spot_keep_their_answers(tmp_path, aeb_pages, monkeypatch):
-    """An index written before prefixes were extended and keys led by the spot is still searched exactly."""
+@pytest.mark.parametrize("layout, overlap, version", [("part-spot", 1, 3), ("spot-part", 3, 3)])
+def test_files_written_with_older_posting_keys_keep_their_answers(
+    tmp_path, aeb_pages, monkeypatch, layout, overlap, version
+):
+    """Indexes written before prefixes were extended or keys led by the spot ("part-spot"), and
+    version-3 files (every page posted for 3 shared spots, no bucket), are searched exactly."""
     pages = edited_corpus(aeb_pages, 40, copies=15, every=12, seed=3)
     config = DedupConfig(methods=("spotsigs",), extractor="text", spotsigs_threshold=0.3)
-    monkeypatch.setattr(sqlite_index, "SPOT_OVERLAP", 1)
-    monkeypatch.setattr(sqlite_index, "SPOT_LAYOUT", "part-spot")
+    monkeypatch.setattr(sqlite_index, "FREEZE_AT", 20)
+    monkeypatch.setattr(sqlite_index, "SPOT_OVERLAP", overlap)
+    monkeypatch.setattr(sqlite_index, "LARGE_PAGE_SPOTS", 1 << 40)
+    monkeypatch.setattr(sqlite_index, "SPOT_LAYOUT", layout)
     path = tmp_path / "old.db"
     first = run_index(path, config, pages[:40])
     with sqlite3.connect(path) as db:  # as the older versions wrote it
-        db.execute("DELETE FROM meta WHERE key IN ('spot_overlap', 'spot_layout')")
+        db.execute("DELETE FROM meta WHERE key IN ('spot_overlap_large', 'spot_bucket_bits')")
+        if layout == "part-spot":
+            db.execute("DELETE FROM meta WHERE key IN ('spot_overlap', 'spot_layout')")
+        db.execute(f"PRAGMA user_version = {version}")
     monkeypatch.undo()  # this version's values again
+    monkeypatch.setattr(sqlite_index, "FREEZE_AT", 20)
     with Detector.open(path, config) as detector:
-        assert (detector.index._overlap, detector.index._layout) == (1, "part-spot")
+        index = detector.index
+        assert (index._overlap, index._layout, index._overlap_large) == (overlap, layout, None)
     found = first + run_index(path, config, pages[40:])
     assert found == brute_force(config, pages)
     assert sum(dup for dup, _ in found[40:]) >= 12
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == version  # still readable by version 3
 
 
 def posting_lists(path: Path) -> dict[int, list[int]]:
@@ -352,6 +375,7 @@ def test_schema_1_file_is_upgraded_to_posting_lists_with_the_same_answers(tmp_pa
     pages = edited_corpus(aeb_pages, 40, copies=20, every=15, seed=5)
     config = DedupConfig(methods=("exact", "spotsigs", "simhash"), extractor="text")
     monkeypatch.setattr(sqlite_index, "FREEZE_AT", 20)  # the upgrade keeps the frozen order's postings
+    monkeypatch.setattr(sqlite_index, "SPOT_LAYOUT", "spot-part")  # a key a spot, as schema 1 had
     path = tmp_path / "v1.db"
     first = run_index(path, config, pages[:45])
     lists = posting_lists(path)
@@ -364,25 +388,29 @@ def test_schema_1_file_is_upgraded_to_posting_lists_with_the_same_answers(tmp_pa
         postings = [(key, doc) for key, docs in lists.items() for doc in docs]
         db.executemany("INSERT INTO spot_postings VALUES (?, ?)", postings)
         db.execute("DROP TABLE spot_lists")
+        db.execute("DELETE FROM meta WHERE key IN ('spot_overlap_large', 'spot_bucket_bits')")
         db.execute("PRAGMA user_version = 1")
     monkeypatch.setattr(sqlite_index, "UPGRADE_CHUNK", 7)  # lists cut across chunks are joined again
     found = first + run_index(path, config, pages[45:])
     assert found == brute_force(config, pages)
     assert sum(dup for dup, _ in found[40:]) >= 15
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == sqlite_index.SCHEMA_VERSION == 3
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 3
         assert db.execute("SELECT name FROM sqlite_master WHERE name = 'spot_postings'").fetchone() is None
     upgraded = posting_lists(path)
     assert all(upgraded[key][: len(docs)] == docs for key, docs in lists.items())
 
 
-def test_schema_2_file_is_upgraded_and_its_spot_sets_read_as_before(tmp_path, aeb_pages):
+def test_schema_2_file_is_upgraded_and_its_spot_sets_read_as_before(tmp_path, aeb_pages, monkeypatch):
     """Version 2 stored every spot set with counts; such a file reads as before and is marked 3."""
     pages = edited_corpus(aeb_pages, 30, copies=15, every=15, seed=9)
     config = DedupConfig(extractor="text")
     path = tmp_path / "v2.db"
+    monkeypatch.setattr(sqlite_index, "SPOT_LAYOUT", "spot-part")
     first = run_index(path, config, pages[:20])
+    monkeypatch.undo()
     with sqlite3.connect(path) as db:  # as version 2 wrote them: distinct spots, then a count byte each
+        db.execute("DELETE FROM meta WHERE key IN ('spot_overlap_large', 'spot_bucket_bits')")
         for doc, blob in db.execute("SELECT id, spots FROM documents WHERE spots IS NOT NULL").fetchall():
             spots = sqlite_index._blob_spots(blob)
             old = b"\x01" + spots.hashes.astype("<u4").tobytes() + spots.counts.astype("u1").tobytes()

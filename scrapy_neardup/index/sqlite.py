@@ -11,8 +11,8 @@ Tables (schema version in ``PRAGMA user_version``):
 - ``texts``: the first ``keep_text`` characters of each page's main text (zlib), for the report.
 - ``spot_lists``: SpotSigs inverted lists, one row a ``key``: the ids of the admitted
   documents whose prefix (see ``pruning``) holds it, as a blob of uint32s; ``key`` packs
-  scope, the spot's 32 bits and length partition, so one spot's lists over a run of
-  partitions are one range of keys. Schema 1 had a row a posting (``spot_postings``); such
+  scope, the spot's 32 bits (of a rare spot, its bucket's: ``SPOT_LAYOUT``) and length
+  partition, so one spot's lists over a run of partitions are one range of keys. Schema 1 had a row a posting (``spot_postings``); such
   a file is upgraded when it is opened.
 - ``lookup_keys``: equality lookups ``key -> doc``, ``key`` a 64-bit hash of (kind, scope,
   value), for raw and exact hashes, SimHash blocks, MinHash bands, super-shingles, I-Match
@@ -23,8 +23,9 @@ document's multiset costs about 4 bytes a spot (``_spots_blob``); a 32-bit colli
 two different spots of a pair can only move its Jaccard by one spot's weight, at odds of
 about 1 in 10^5 for two long pages.
 
-Files of older schema versions are upgraded when opened (1: a row a posting; 2: spot sets
-always stored with counts), and then refuse the versions that wrote them.
+Files of older schema versions are upgraded to version 3 when opened (1: a row a posting;
+2: spot sets always stored with counts), and then refuse the versions that wrote them.
+Version-3 files are read as they are; new files are version 4 (rare spots share lists).
 
 Only admitted (non-duplicate) pages get postings: the index stands for what was stored.
 ``check_and_add`` runs in one ``BEGIN IMMEDIATE`` transaction, so processes sharing the
@@ -67,7 +68,9 @@ from .pruning import (
 )
 
 # 3: spot sets may be stored repeated (``_spots_blob`` form 3), which version 2 misreads.
-SCHEMA_VERSION = 3
+# 4: rare spots may share lists (layout "rare-bucket"), which version 3 misreads. Files of
+# version 3 keep their layout, so they stay version 3; older ones are upgraded to 3.
+SCHEMA_VERSION, UPGRADED_VERSION = 4, 3
 APPLICATION = "scrapy-neardup"
 
 logger = logging.getLogger(__name__)
@@ -109,8 +112,14 @@ LARGE_PAGE_SPOTS, SPOT_OVERLAP_LARGE = 150, 6
 # | length partition (12), so a probe reads one key range a spot for all the partitions it covers
 # (a third of the B-tree descents of one key a partition: at 100,000 pages the spot query's
 # median fell from 0.73 to 0.52 ms). Files written before it was stored use "part-spot":
-# scope | partition | spot, one key a partition.
-SPOT_LAYOUT = "spot-part"
+# scope | partition | spot, one key a partition. "rare-bucket": as "spot-part", but once the
+# spot order is frozen a spot of the rarest class (seen in one page or none at the freeze)
+# is keyed by its top RARE_BUCKET_BITS bits, so the rare spots of one bucket share lists:
+# most rare spots are in one page only, and a row costs ~14 bytes beside its 4-byte ids. A
+# bucket's other spots only add candidates, which the count filter and the Jaccard drop,
+# so the search stays exact; frequent spots keep lists of their own, so a rare spot's probe
+# never reads a long list.
+SPOT_LAYOUT, RARE_BUCKET_BITS = "rare-bucket", 20
 
 # Posting lists hold document ids as uint32s.
 _MAX_DOC = 0xFFFFFFFF
@@ -305,11 +314,13 @@ class SQLiteIndex:
             self._write(self._create)
         elif (version == 1 and {"meta", "spot_postings"} <= tables) or (version == 2 and "meta" in tables):
             self._write(self._upgrade)
-        elif version != SCHEMA_VERSION or "meta" not in tables:
+        elif version not in (UPGRADED_VERSION, SCHEMA_VERSION) or "meta" not in tables:
             what = (
                 "is not a scrapy-neardup index" if "meta" not in tables else f"has schema version {version}"
             )
-            raise IndexFileError(self.path, f"{what}; this version reads {SCHEMA_VERSION} (use another file)")
+            raise IndexFileError(
+                self.path, f"{what}; this version reads versions 1 to {SCHEMA_VERSION} (use another file)"
+            )
         self.db.execute("PRAGMA synchronous = NORMAL")
         self.db.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT}")
         self._check_meta()
@@ -324,6 +335,7 @@ class SQLiteIndex:
             ("application", APPLICATION), ("created_at", str(time.time())), ("config", self._shaping()),
             ("spot_overlap", str(SPOT_OVERLAP)), ("spot_layout", SPOT_LAYOUT),
             ("spot_overlap_large", f"{LARGE_PAGE_SPOTS} {SPOT_OVERLAP_LARGE}"),
+            ("spot_bucket_bits", str(RARE_BUCKET_BITS)),
             ("simhash_keys", "1" if self._probe_simhash else "0"),
         ]  # fmt: skip
         self.db.executemany("INSERT OR IGNORE INTO meta VALUES (?, ?)", rows)
@@ -332,13 +344,13 @@ class SQLiteIndex:
         """An older file to this schema, in one write transaction.
 
         Version 2 to 3 changes no table: older versions are only kept from reading what this
-        one writes into the file from now on.
+        one writes into the file from now on (spot sets in form 3; the file keeps its layout).
         """
         version = self.db.execute("PRAGMA user_version").fetchone()[0]
         if version == 1:
             self._upgrade_postings()
         if version in (1, 2):  # else another process upgraded it while this one waited for the lock
-            self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            self.db.execute(f"PRAGMA user_version = {UPGRADED_VERSION}")
 
     def _upgrade_postings(self) -> None:
         """Schema 1 to 2: a row a posting becomes one list a key.
@@ -373,6 +385,7 @@ class SQLiteIndex:
         large = meta.get("spot_overlap_large")
         self._overlap_large = tuple(int(v) for v in large.split()) if large else None
         self._layout = meta.get("spot_layout", "part-spot")
+        self._bucket_bits = int(meta.get("spot_bucket_bits", 32))
         stored, current = {**LEGACY_KNOBS, **json.loads(meta["config"])}, json.loads(self._shaping())
         for name in SHAPING_KNOBS:
             if stored.get(name) != current.get(name):
@@ -653,8 +666,12 @@ class SQLiteIndex:
         """Signed (low, high) keys, a row a range, of each spot over partitions ``first`` to its ``last``."""
         scope, first = scope & _SCOPE_MASK, min(first, _MAX_PART)
         last = np.minimum(last, _MAX_PART).astype(np.uint64)
-        if self._layout == "spot-part":  # low and high differ in the low bits only: one sign, one order
-            bases = ((np.uint64(scope) << np.uint64(32)) | spots.astype(np.uint64)) << np.uint64(12)
+        if self._layout in ("spot-part", "rare-bucket"):  # low and high differ in the low bits only
+            heads = spots.astype(np.uint64)
+            if self._layout == "rare-bucket" and self._classes is not None:
+                bucket = np.uint64(((1 << self._bucket_bits) - 1) << (32 - self._bucket_bits))
+                heads = np.where(self._classes.of(heads) == 0, heads & bucket, heads)
+            bases = ((np.uint64(scope) << np.uint64(32)) | heads) << np.uint64(12)
             return np.stack([bases | np.uint64(first), bases | last], axis=1).view(np.int64)
         keys = np.array(
             [
@@ -704,7 +721,8 @@ class SQLiteIndex:
 
         SQLite only returns the lists and numpy counts their documents: a ``GROUP BY doc``
         would build a temporary B-tree over every posting met. The ranges are disjoint, so
-        a posting is met once; CROSS JOIN keeps the ranges the outer loop. Where partitions
+        a posting is met once (two rare spots of one bucket read its list twice, which only
+        adds candidates); CROSS JOIN keeps the ranges the outer loop. Where partitions
         ask different counts, each list's key tells its partition (a document is in one).
         """
         limit, lists = self._max_ranges, []
@@ -718,7 +736,7 @@ class SQLiteIndex:
         if min(needs) == max(needs):
             return _counted(lists, needs[0])
         keys = np.array([row[0] for row in lists], dtype=np.int64)
-        part = keys & 4095 if self._layout == "spot-part" else (keys >> 32) & 4095
+        part = (keys >> 32) & 4095 if self._layout == "part-spot" else keys & 4095
         need = np.array(needs)[np.clip(part - parts.start, 0, len(needs) - 1)].tolist()
         return [
             doc
