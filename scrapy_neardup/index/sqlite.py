@@ -12,8 +12,8 @@ Tables (schema version in ``PRAGMA user_version``):
 - ``spot_lists``: SpotSigs inverted lists, one row a ``key``: the ids of the admitted
   documents whose prefix (see ``pruning``) holds it, as a blob of uint32s; ``key`` packs
   scope, the spot's 32 bits (of a rare spot, its bucket's: ``SPOT_LAYOUT``) and length
-  partition, so one spot's lists over a run of partitions are one range of keys. Schema 1 had a row a posting (``spot_postings``); such
-  a file is upgraded when it is opened.
+  partition, so one spot's lists over a run of partitions are one range of keys. Schema 1
+  had a row a posting (``spot_postings``); such a file is upgraded when it is opened.
 - ``lookup_keys``: equality lookups ``key -> doc``, ``key`` a 64-bit hash of (kind, scope,
   value), for raw and exact hashes, SimHash blocks, MinHash bands, super-shingles, I-Match
   and K-sentence signatures.
@@ -87,6 +87,12 @@ PAGE_SIZE = 1024
 # come back to back, and a larger one leaves it less to do. The WAL goes when the last
 # connection closes.
 WAL_AUTOCHECKPOINT = 131072
+
+# Prepared statements a connection keeps. A check's queries bind as many values as the page
+# has spot ranges, candidates or lookup keys, so their texts vary with the page and Python's
+# default of 128 kept re-preparing them: on a million-page file 1,024 took a check's median
+# from ~1.12 to ~1.04 ms and its mean from ~1.75 to ~1.60 (alternated replays) for ~10 MB.
+STATEMENT_CACHE = 1024
 
 # Seconds between the background thread's passive checkpoints.
 CHECKPOINT_EVERY = 0.2
@@ -251,7 +257,9 @@ class SQLiteIndex:
         try:
             if self.path.parent and not self.path.parent.exists():
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.db = sqlite3.connect(str(self.path), timeout=timeout, isolation_level=None)
+            self.db = sqlite3.connect(
+                str(self.path), timeout=timeout, isolation_level=None, cached_statements=STATEMENT_CACHE
+            )
             self.db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
             self._open_retrying(timeout)
             # Key ranges one spot query can bind (SQLite's variable limit, one kept for the count).
