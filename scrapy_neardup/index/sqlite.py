@@ -124,7 +124,7 @@ LARGE_PAGE_SPOTS, SPOT_OVERLAP_LARGE = 150, 6
 # most rare spots are in one page only, and a row costs ~14 bytes beside its 4-byte ids. A
 # bucket's other spots only add candidates, which the count filter and the Jaccard drop,
 # so the search stays exact; frequent spots keep lists of their own, so a rare spot's probe
-# never reads a long list.
+# meets a long list only where a spot became frequent after the freeze.
 SPOT_LAYOUT, RARE_BUCKET_BITS = "rare-bucket", 20
 
 # Posting lists hold document ids as uint32s.
