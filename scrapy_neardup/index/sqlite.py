@@ -713,7 +713,9 @@ class SQLiteIndex:
             # A probe may ask fewer shared spots than a partition was posted for: a page asks
             # what its own size is posted for, so smaller pages read no longer prefixes.
             own = self._overlap_in(partition_of(probe.spots.size, tau))
-            needs = [overlap_needed(probe.spots, tau, min(own, self._overlap_in(p))) for p in parts]
+            asked = [min(own, self._overlap_in(p)) for p in parts]
+            needed = {k: overlap_needed(probe.spots, tau, k) for k in set(asked)}
+            needs = [needed[k] for k in asked]
             ranges = self._probe_ranges(probe.spots, scope, parts, needs)
             found.update(self._sharing(ranges, parts, needs))
         if not found:
