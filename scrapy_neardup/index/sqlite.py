@@ -735,18 +735,20 @@ class SQLiteIndex:
         adds candidates); CROSS JOIN keeps the ranges the outer loop. Where partitions
         ask different counts, each list's key tells its partition (a document is in one).
         """
+        uniform = min(needs) == max(needs)
         limit, lists = self._max_ranges, []
         for start in range(0, len(ranges), limit):
             chunk = ranges[start : start + limit]
             lists += self.db.execute(
                 f"WITH r(low, high) AS (VALUES {','.join(['(?,?)'] * len(chunk))}) "
-                "SELECT key, docs FROM r CROSS JOIN spot_lists ON key BETWEEN low AND high",
+                f"SELECT {'docs' if uniform else 'key, docs'} FROM r CROSS JOIN spot_lists "
+                "ON key BETWEEN low AND high",
                 chunk.ravel().tolist(),
             ).fetchall()
-        if min(needs) == max(needs):
+        if uniform:
             return _counted(lists, needs[0])
-        keys = np.array([row[0] for row in lists], dtype=np.int64)
-        part = (keys >> 32) & 4095 if self._layout == "part-spot" else keys & 4095
+        # Only files of the layouts whose keys end in the partition post some for more spots.
+        part = np.array([row[0] for row in lists], dtype=np.int64) & 4095
         need = np.array(needs)[np.clip(part - parts.start, 0, len(needs) - 1)].tolist()
         return [
             doc
@@ -988,11 +990,11 @@ class Checkpointer:
             self._thread.join()
 
 
-def _counted(lists: list[tuple[int, bytes]], need: int) -> list[int]:
-    """The documents posted at least ``need`` times in ``(key, list)`` rows."""
+def _counted(lists: list[tuple], need: int) -> list[int]:
+    """The documents posted at least ``need`` times in rows ending in a posting list."""
     if not lists:
         return []
-    docs, hits = np.unique(np.frombuffer(b"".join(row[1] for row in lists), dtype="<u4"), return_counts=True)
+    docs, hits = np.unique(np.frombuffer(b"".join(row[-1] for row in lists), dtype="<u4"), return_counts=True)
     return docs[hits >= need].tolist()
 
 
