@@ -31,6 +31,7 @@ from scrapy_neardup.index.pruning import (
     partitions_covering,
     prefix,
     probe_reach,
+    walk,
 )
 from scrapy_neardup.scope import scope_key
 from scrapy_neardup.signatures.imatch import CollectionStats
@@ -262,17 +263,18 @@ def test_extended_prefixes_share_the_spots_the_count_filter_asks_for(a, b, tau, 
         return
     # Heavy counts make few shared spots enough: then fewer are asked for.
     classes = SpotClasses(np.arange(1, 41, dtype=np.uint64), np.arange(40) % 3) if ranked else None
-    need = overlap_needed(spots_a, tau, most)
-    probe = set(prefix(spots_a, tau, classes, need).tolist())
-    stored = set(prefix(spots_b, tau, classes, most).tolist())
+    walk_a, walk_b = walk(spots_a, classes), walk(spots_b, classes)
+    need = overlap_needed(walk_a, tau, most)
+    probe = set(prefix(walk_a, tau, need).tolist())
+    stored = set(prefix(walk_b, tau, most).tolist())
     assert len(probe & stored) >= need
     # The probe reads a spot only up to the partition it reaches: B's partition is among them.
     parts, part_b = partitions_covering(spots_a.size, tau), partition_of(spots_b.size, tau)
     assert part_b in parts
-    needs = [need if p == part_b else overlap_needed(spots_a, tau, asked[i]) for i, p in enumerate(parts)]
+    needs = [need if p == part_b else overlap_needed(walk_a, tau, asked[i]) for i, p in enumerate(parts)]
     for overlap in (need, needs):
-        rare, reach = probe_reach(spots_a, tau, classes, overlap, parts)
-        assert set(rare.tolist()) <= set(prefix(spots_a, tau, classes, max(needs)).tolist())
+        rare, reach = probe_reach(walk_a, tau, overlap, parts)
+        assert set(rare.tolist()) <= set(prefix(walk_a, tau, max(needs)).tolist())
         read = {s for s, last in zip(rare.tolist(), reach.tolist(), strict=True) if last >= part_b}
         assert len(read & stored) >= need
 
@@ -328,9 +330,9 @@ def test_larger_pages_asking_more_shared_spots_find_what_brute_force_finds(
 def test_count_filter_cuts_chance_candidates():
     """Pages sharing one rare spot by chance are not read; a copy sharing many is."""
     spots = _spot_set({k: 1 for k in range(100)})
-    assert overlap_needed(spots, 0.3, 2) == 2
+    assert overlap_needed(walk(spots), 0.3, 2) == 2
     heavy = _spot_set({1: 40, 2: 1, 3: 1})  # one spot holds most of the mass: one shared may do
-    assert overlap_needed(heavy, 0.3, 2) == 1
+    assert overlap_needed(walk(heavy), 0.3, 2) == 1
 
 
 @pytest.mark.parametrize("layout, overlap", [("part-spot", 1), ("spot-part", 3)])

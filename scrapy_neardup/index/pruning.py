@@ -52,6 +52,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -83,27 +84,52 @@ def partitions_covering(size: int, tau: float) -> range:
     return range(low, high + 1)
 
 
-def prefix(spots: SpotSet, tau: float, classes: SpotClasses | None = None, overlap: int = 1) -> np.ndarray:
-    """The spots that start before ``(1 - tau)`` of the mass plus ``E_{overlap-1}``, in the global order.
+@dataclass(frozen=True)
+class Walk:
+    """A page's spots in the global order, with the masses the bounds read: built once a check.
 
-    Without ``classes`` the order is the hash itself (``spots.hashes`` is sorted already);
-    with them, it is (class, hash): the rarest spots first.
+    The probe, the count filter and the page's own postings all read it, so the class
+    lookups and sorts behind it are paid once.
     """
-    hashes, before = _walk(spots, classes)
-    return hashes[before <= (1.0 - tau) * spots.size + top_mass(spots, overlap - 1) + 1e-9]
+
+    hashes: np.ndarray  # the spots, in the order
+    classes: np.ndarray  # each one's frequency class (0 for all without frozen classes)
+    before: np.ndarray  # the mass walked before each (strictly increasing)
+    size: int  # |A|, with multiplicity
+    heaviest: np.ndarray  # E_1, E_2, ...: the mass of the 1, 2, ... most frequent spots
+
+    def top_mass(self, k: int) -> int:
+        """``E_k``: the mass of the ``k`` most frequent spots (0 for ``k <= 0``)."""
+        if k <= 0 or not len(self.heaviest):
+            return 0
+        return int(self.heaviest[min(k, len(self.heaviest)) - 1])
+
+    def upto(self, mass: float) -> int:
+        """How many spots start at or before ``mass`` walked: a prefix is always a leading slice."""
+        return int(np.searchsorted(self.before, mass, side="right"))
 
 
-def _walk(spots: SpotSet, classes: SpotClasses | None) -> tuple[np.ndarray, np.ndarray]:
-    """The spots in the global order, and the mass walked before each one."""
+def walk(spots: SpotSet, classes: SpotClasses | None = None) -> Walk:
+    """``spots`` in the global order: by hash without ``classes`` (``spots.hashes`` is sorted
+    already), by (class, hash) with them, the rarest spots first."""
     hashes, counts = spots.hashes, spots.counts
+    ranks = np.zeros(len(hashes), dtype=np.int64)
     if classes is not None and len(spots):
-        order = np.lexsort((hashes, classes.of(hashes)))
-        hashes, counts = hashes[order], counts[order]
-    return hashes, np.cumsum(counts, dtype=np.int64) - counts
+        ranks = classes.of(hashes)
+        order = np.lexsort((hashes, ranks))
+        hashes, counts, ranks = hashes[order], counts[order], ranks[order]
+    before = np.cumsum(counts, dtype=np.int64) - counts
+    heaviest = np.cumsum(np.sort(counts)[::-1], dtype=np.int64)
+    return Walk(hashes, ranks, before, spots.size, heaviest)
+
+
+def prefix(w: Walk, tau: float, overlap: int = 1) -> np.ndarray:
+    """The spots that start before ``(1 - tau)`` of the mass plus ``E_{overlap-1}``, in the order."""
+    return w.hashes[: w.upto((1.0 - tau) * w.size + w.top_mass(overlap - 1) + 1e-9)]
 
 
 def probe_reach(
-    spots: SpotSet, tau: float, classes: SpotClasses | None, overlap: int | Sequence[int], parts: range
+    w: Walk, tau: float, overlap: int | Sequence[int], parts: range
 ) -> tuple[np.ndarray, np.ndarray]:
     """A probe's prefix spots and, for each, the last of ``parts`` where a match can share it.
 
@@ -111,36 +137,28 @@ def probe_reach(
     at least ``parts.start``. ``overlap`` is the shared spots asked of a match, one for all
     partitions or one each. A spot is read in every partition up to its last (a superset
     where a larger partition asks for more spots, so one key range a spot still does).
+    The spots are a leading slice of the walk.
     """
-    hashes, before = _walk(spots, classes)
-    size = spots.size
+    size = w.size
     overlaps = np.broadcast_to(np.asarray(overlap), (len(parts),))
-    extra = np.array([top_mass(spots, k - 1) for k in overlaps.tolist()], dtype=np.float64)
+    extra = np.array([w.top_mass(k - 1) for k in overlaps.tolist()], dtype=np.float64)
     bounds = partition_bounds(tau)
     least = np.maximum(np.array([bounds[k] for k in parts], dtype=np.float64), tau * size)
     walked = size - tau * (size + least) / (1.0 + tau) + extra + 1e-9
     walked = np.maximum.accumulate(walked[::-1])[::-1]  # non-increasing in k
-    keep = before <= walked[0]
-    reach = parts.start + np.searchsorted(-walked, -before[keep], side="right") - 1
-    return hashes[keep], reach
+    kept = w.before[: w.upto(walked[0])]
+    reach = parts.start + np.searchsorted(-walked, -kept, side="right") - 1
+    return w.hashes[: len(kept)], reach
 
 
-def top_mass(spots: SpotSet, k: int) -> int:
-    """``E_k``: the mass of the ``k`` most frequent spots (0 for ``k <= 0``)."""
-    if k <= 0 or len(spots) == 0:
-        return 0
-    return int(np.sort(spots.counts)[::-1][:k].sum())
-
-
-def overlap_needed(spots: SpotSet, tau: float, most: int) -> int:
+def overlap_needed(w: Walk, tau: float, most: int) -> int:
     """How many distinct spots a page with Jaccard >= ``tau`` shares with these, up to ``most``.
 
     The largest ``k <= most`` with ``E_{k-1} < tau * |A|``; probe with ``prefix(..., overlap=k)``
     against postings made with ``overlap=most``, and keep candidates with ``k`` hits.
     """
-    heaviest = np.cumsum(np.sort(spots.counts)[::-1][: max(most - 1, 0)])  # E_1, E_2, ...
     k = 1
-    while k < most and k <= len(heaviest) and heaviest[k - 1] < tau * spots.size - 1e-9:
+    while k < most and k <= len(w.heaviest) and w.heaviest[k - 1] < tau * w.size - 1e-9:
         k += 1
     return k
 
