@@ -463,8 +463,8 @@ class SQLiteIndex:
         self.db.execute("COMMIT")
         if self._checkpointer is None:  # started by the first write: readers never need one
             wal = self.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-            self._checkpointer = Checkpointer(self.path) if wal else Checkpointer.idle()
-            weakref.finalize(self, self._checkpointer.stop, wait=False)  # an index never closed
+            self._checkpointer = Checkpointer(self.path if wal else None)
+            self._unclosed = weakref.finalize(self, self._checkpointer.stop, wait=False)  # never closed
 
     # --- the one public decision ----------------------------------------------------------
 
@@ -950,6 +950,7 @@ class SQLiteIndex:
 
     def close(self) -> None:
         if self._checkpointer is not None:
+            self._unclosed.detach()
             self._checkpointer.stop()  # first: the last connection to close checkpoints the rest
             self._checkpointer = None
         with contextlib.suppress(sqlite3.Error):
@@ -973,17 +974,15 @@ class Checkpointer:
     """
 
     def __init__(self, path: Path | None, every: float = CHECKPOINT_EVERY) -> None:
+        """Start copying ``path``'s WAL; with no path (a file SQLite could not put in WAL mode,
+        so no WAL to copy), never run."""
         self._stop = threading.Event()
-        self._thread = threading.Thread(
-            target=self._run, args=(str(path), every), name="neardup-checkpoint", daemon=True
-        )
+        self._thread: threading.Thread | None = None
         if path is not None:
+            self._thread = threading.Thread(
+                target=self._run, args=(str(path), every), name="neardup-checkpoint", daemon=True
+            )
             self._thread.start()
-
-    @classmethod
-    def idle(cls) -> Checkpointer:
-        """One that never runs: for a file SQLite could not put in WAL mode (no WAL to copy)."""
-        return cls(None)
 
     def _run(self, path: str, every: float) -> None:
         con = None
@@ -1002,7 +1001,7 @@ class Checkpointer:
 
     def stop(self, wait: bool = True) -> None:
         self._stop.set()
-        if wait and self._thread.is_alive():
+        if wait and self._thread is not None and self._thread.is_alive():
             self._thread.join()
 
 
