@@ -84,7 +84,7 @@ def partitions_covering(size: int, tau: float) -> range:
     return range(low, high + 1)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Walk:
     """A page's spots in the global order, with the masses the bounds read: built once a check.
 

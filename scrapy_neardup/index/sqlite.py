@@ -890,10 +890,11 @@ class SQLiteIndex:
         if "spotsigs" in self.config.methods and spots.size >= least:
             self._check_doc_id(doc_id)
             doc = doc_id.to_bytes(4, "little")
+            order = order if order is not None else self._walk(spots)  # ``add`` makes none
             self.db.executemany(
                 "INSERT INTO spot_lists VALUES (?, ?) "
                 "ON CONFLICT(key) DO UPDATE SET docs = CAST(docs || excluded.docs AS BLOB)",
-                [(k, doc) for k in self._posting_keys(order or self._walk(spots), scope)],
+                [(k, doc) for k in self._posting_keys(order, scope)],
             )
         self.db.executemany("INSERT OR IGNORE INTO lookup_keys VALUES (?, ?)", [(k, doc_id) for k in keys])
 
