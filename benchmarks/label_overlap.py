@@ -1,6 +1,6 @@
 """Where the two data sets' labels sit on one scale: the docs site's own word 5-gram Jaccard.
 
-    NEARDUP_SHARED=../shared .venv/bin/python benchmarks/label_overlap.py   # ~30 s with the cache
+    .venv/bin/python benchmarks/label_overlap.py   # ~30 s with bench_quality's cache
 
 The docs site (``get-llvm-docs``) labels a pair duplicate at a word 5-gram set Jaccard
 >= 0.8 and distinct under 0.5. This computes that Jaccard, with the labeller's tokens
