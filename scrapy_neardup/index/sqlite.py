@@ -535,7 +535,7 @@ class SQLiteIndex:
         probe = dataclasses.replace(fp, spots=spots32(fp.spots))
         if "imatch" in self.config.methods and probe.terms:
             probe = imatch_with_stats(probe, self.config, self._term_stats(probe.terms))
-        order = self._walk(probe.spots) if "spotsigs" in self.config.methods else None
+        order = self._walk(probe.spots) if self._spot_searched(probe.spots) else None
         best = None
         for cand_id, cand in self._candidates(probe, scope_id, order):
             result = compare(probe, cand, self.config, self._verify_methods)
@@ -604,7 +604,7 @@ class SQLiteIndex:
         self.db.execute("DELETE FROM spot_lists")
         keys, docs = [], []
         for doc, scope, spot_set in sets:
-            if spot_set.size < self.config.spotsigs_least_spots:
+            if not self._spot_searched(spot_set):
                 continue  # never a SpotSigs match: not posted (see _post)
             posted = self._posting_keys(self._walk(spot_set), scope)
             keys += posted
@@ -653,6 +653,11 @@ class SQLiteIndex:
         if "ksentence" in methods and fp.ksentence is not None:
             kinds.append((KIND["ksentence"], fp.ksentence))
         return [_key(kind, scope, *values) for kind, *values in kinds]
+
+    def _spot_searched(self, spots: SpotSet) -> bool:
+        """Whether a page of these spots is searched and posted by SpotSigs (configured, and
+        enough spots to ever be a match)."""
+        return "spotsigs" in self.config.methods and spots.size >= self.config.spotsigs_least_spots
 
     def _walk(self, spots: SpotSet) -> Walk:
         """``spots`` in the index's order (frozen classes, else hash); a check makes it once, for its
@@ -721,8 +726,7 @@ class SQLiteIndex:
             )
             found.update(r[0] for r in rows)
         tau = self.config.spotsigs_threshold
-        least = self.config.spotsigs_least_spots
-        if order is not None and probe.spots.size >= least:
+        if order is not None:  # made where the page is spot-searched
             parts = partitions_covering(probe.spots.size, tau)
             # A probe may ask fewer shared spots than a partition was posted for: a page asks
             # what its own size is posted for, so smaller pages read no longer prefixes.
@@ -886,8 +890,7 @@ class SQLiteIndex:
 
     def _post(self, doc_id: int, fp: Fingerprint, spots: SpotSet, scope: int, order: Walk | None) -> None:
         keys = self._lookup_keys(fp, scope, posting=True)
-        least = self.config.spotsigs_least_spots
-        if "spotsigs" in self.config.methods and spots.size >= least:
+        if self._spot_searched(spots):
             self._check_doc_id(doc_id)
             doc = doc_id.to_bytes(4, "little")
             order = order if order is not None else self._walk(spots)  # ``add`` makes none
