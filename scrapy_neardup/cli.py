@@ -7,7 +7,6 @@ naming the thing to fix and exit with status 2; there is no traceback for them.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import functools
 import itertools
 import json
@@ -32,9 +31,9 @@ from .verify import DECISION_ORDER, Comparison, compare
 
 def fingerprint_page(config: DedupConfig, page: Page, methods: frozenset[str] | None = None) -> Fingerprint:
     """A saved page's fingerprint; pages that are already text skip the HTML extractor."""
-    if page.is_text:
-        config = dataclasses.replace(config, extractor="text")
-    return fingerprint(page.body, config, content_type=page.content_type, methods=methods)
+    return fingerprint(
+        page.body, config, content_type=page.content_type, methods=methods, is_text=page.is_text
+    )
 
 
 def fingerprint_file(path: str, config: DedupConfig) -> Fingerprint:

@@ -11,7 +11,7 @@ from pathlib import Path
 from .config import DedupConfig
 from .fingerprint import Fingerprint, fingerprint
 from .index import Index, SQLiteIndex, Verdict
-from .scope import scope_key
+from .scope import scope_key, url_key
 from .signatures.exact import raw_hash
 
 
@@ -43,7 +43,9 @@ class Detector:
     ) -> Verdict:
         """Judge and record one page; pass ``fp`` when it was fingerprinted elsewhere (a worker).
 
-        ``source`` says where an offline page was read, so a resumed scan can skip it.
+        ``source`` says where an offline page was read, so a resumed scan can skip it; without
+        one (a crawled page) the page's canonical URL finds its own earlier record, so a page
+        seen again is a revisit, never a duplicate of itself.
         """
         if fp is None:
             if body is None:
@@ -52,7 +54,8 @@ class Detector:
             if copy is not None:
                 return copy
             fp = self.fingerprint(body, content_type)
-        return self.index.check_and_add(url, fp, scope_key(url, self.config.scope), source)
+        key = url_key(url) if source is None else None
+        return self.index.check_and_add(url, fp, scope_key(url, self.config.scope), source, key)
 
     def check_raw(self, url: str, body: bytes | str, *, source: str | None = None) -> Verdict | None:
         """Record a byte-identical copy of an admitted page without extracting it; None otherwise.
@@ -61,9 +64,10 @@ class Detector:
         recognizing them costs one hash and one lookup instead of an extraction.
         """
         scope = scope_key(url, self.config.scope)
+        key = url_key(url) if source is None else None
         raw = raw_hash(body)
-        original = self.index.find_raw(raw, scope)
-        return None if original is None else self.index.record_copy(url, raw, original, scope, source)
+        original = self.index.find_raw(raw, scope, key)
+        return None if original is None else self.index.record_copy(url, raw, original, scope, source, key)
 
     def close(self) -> None:
         self.index.close()

@@ -72,12 +72,16 @@ def fingerprint(
     content_type: str | None = None,
     stats: CollectionStats | None = None,
     methods: frozenset[str] | None = None,
+    is_text: bool = False,
 ) -> Fingerprint:
     """Decode, extract, tokenize and sign one page.
 
     ``methods`` overrides which signatures are computed (``compare`` asks for all);
-    ``stats`` are the collection's document frequencies for I-Match.
+    ``stats`` are the collection's document frequencies for I-Match; ``is_text`` says the
+    body is main text already (an item's text field, a .txt file): no HTML extractor runs.
     """
+    if is_text:
+        config = dataclasses.replace(config, extractor="text")
     wanted = needed_methods(config) if methods is None else methods
     body_hash = raw_hash(body)
     try:

@@ -31,10 +31,13 @@ class NearDupDownloaderMiddleware:
     follows its links; with ``"tag"`` it goes on and ``request.meta["neardup"]`` holds the
     verdict as a plain dict (for every judged page, duplicate or not).
 
+    A page crawled before (the same canonical URL) is a revisit, never a duplicate of
+    itself: unchanged, it passes (``NEARDUP_DROP_UNCHANGED`` drops it instead).
+
     Meta keys read: ``neardup_skip`` (True: pass the response untouched, unjudged).
     Log line (DEBUG, once unless ``NEARDUP_DEBUG``): ``Filtered near-duplicate <url> of
-    <url> (<method>, similarity <s>)``. Non-HTML, error and empty responses pass untouched
-    and count as ``neardup/skipped/<reason>``.
+    <url> (<method>, similarity <s>)``, ``Tagged ...`` in tag mode. Non-HTML, error and
+    empty responses pass untouched and count as ``neardup/skipped/<reason>``.
     """
 
     def __init__(self, runtime: NearDupRuntime) -> None:
@@ -57,15 +60,13 @@ class NearDupDownloaderMiddleware:
             return response
         verdict = await self.runtime.judge(response.url, response.body, _content_type(response))
         request.meta[PAGE_VERDICT] = verdict  # for NearDupSpiderMiddleware: the page's items
-        if not verdict.duplicate:
-            if self.runtime.settings.action == "tag":
-                request.meta["neardup"] = verdict.as_dict()
-            return response
-        if self.runtime.settings.action == "drop":
-            self.runtime.acted(verdict, "dropped")
-            raise IgnoreRequest(f"near-duplicate of {verdict.duplicate_of_url}")
-        self.runtime.acted(verdict, "tagged")
-        request.meta["neardup"] = verdict.as_dict()
+        what = self.runtime.action_on(verdict)
+        if what is not None:
+            self.runtime.acted(verdict, what)
+        if what == "dropped":
+            raise IgnoreRequest(why_dropped(verdict))
+        if self.runtime.settings.action == "tag":
+            request.meta["neardup"] = verdict.as_dict()
         return response
 
     @staticmethod
@@ -81,6 +82,12 @@ class NearDupDownloaderMiddleware:
         if not response.body.strip():
             return "empty"
         return None
+
+
+def why_dropped(verdict: Verdict) -> str:
+    if verdict.duplicate:
+        return f"near-duplicate of {verdict.duplicate_of_url}"
+    return "unchanged since an earlier crawl (NEARDUP_DROP_UNCHANGED)"
 
 
 def _content_type(response: Response) -> str | None:

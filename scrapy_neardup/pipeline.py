@@ -9,7 +9,9 @@ from itemadapter import ItemAdapter
 from scrapy.exceptions import DropItem, NotConfigured
 
 from .index import Verdict
+from .middleware import why_dropped
 from .runtime import NearDupRuntime
+from .text import looks_like_html
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -24,11 +26,10 @@ class NearDuplicateItem(DropItem):
     """An item dropped as a near-duplicate; logged at DEBUG, not as a warning."""
 
     def __init__(self, verdict: Verdict) -> None:
-        super().__init__(
-            f"near-duplicate of {verdict.duplicate_of_url} ({verdict.method}, "
-            f"similarity {verdict.similarity or 0.0:.3f})",
-            log_level="DEBUG",
-        )
+        why = why_dropped(verdict)
+        if verdict.duplicate:
+            why += f" ({verdict.method}, similarity {verdict.similarity or 0.0:.3f})"
+        super().__init__(why, log_level="DEBUG")
         self.verdict = verdict
 
 
@@ -37,8 +38,10 @@ class NearDupPipeline:
 
     An item whose URL field (``NEARDUP_URL_FIELD``, default ``url``) names a page the
     middleware judged reuses that verdict, so no page is fingerprinted twice. Any other
-    item is judged by its ``NEARDUP_ITEM_FIELD`` (HTML or text; by default the first of
-    ``html``, ``body``, ``text``, ``content`` it has). Drop mode raises
+    item is judged by its ``NEARDUP_ITEM_FIELD`` (by default the first of ``html``,
+    ``body``, ``text``, ``content`` it has): a value that starts with a tag or holds a
+    common one (``<p>``, ``<div>``, ...) is HTML and goes through the extractor, any other
+    is taken as main text as it is. Drop mode raises
     ``NearDuplicateItem`` (a ``DropItem``, logged at DEBUG); tag mode stores the verdict
     dict in ``NEARDUP_TAG_FIELD`` (default ``neardup``). Items with neither a known page
     nor a content field pass unchanged and count as ``neardup/skipped/no_content``.
@@ -61,22 +64,22 @@ class NearDupPipeline:
         url = adapter.get(settings.url_field)
         url = url if isinstance(url, str) else None
         verdict = self.runtime.verdict_for(item, url)
+        reused = verdict is not None  # the page's verdict: counted where it was made
         if verdict is None:
             content = self._content(adapter)
             if content is None:
                 self.runtime.skipped("no_content")
                 return item
             self._items += 1
-            verdict = await self.runtime.judge(url or f"item:{self._items}", content)
-        if not verdict.duplicate:
-            if settings.action == "tag":
-                self._tag(adapter, verdict)
-            return item
-        if settings.action == "drop":
-            self.runtime.acted(verdict, "dropped")
+            is_text = not looks_like_html(content)
+            verdict = await self.runtime.judge(url or f"item:{self._items}", content, is_text=is_text)
+        what = self.runtime.action_on(verdict)
+        if what is not None and not (reused and what == "tagged"):
+            self.runtime.acted(verdict, what)
+        if what == "dropped":
             raise NearDuplicateItem(verdict)
-        self.runtime.acted(verdict, "tagged")
-        self._tag(adapter, verdict)
+        if settings.action == "tag":
+            self._tag(adapter, verdict)
         return item
 
     def _content(self, adapter: ItemAdapter) -> bytes | str | None:

@@ -31,6 +31,8 @@ from .index import SQLiteIndex, Verdict
 logger = logging.getLogger("scrapy_neardup")
 
 ACTIONS = ("drop", "tag")
+# Libraries the extractors use, which log every page at DEBUG and INFO (NEARDUP_LOG_EXTRACTORS).
+EXTRACTOR_LOGGERS = ("trafilatura", "htmldate", "justext", "courlan", "charset_normalizer", "readability")
 BACKENDS = ("sqlite",)
 _ATTRIBUTE = "_neardup_runtime"
 _REMEMBERED = 50_000  # verdicts kept for the pipeline, newest first out of memory last
@@ -51,6 +53,9 @@ class CrawlSettings:
     report_format: str | None = None
     canonical: str = "first-seen"
     debug: bool = False
+    reset: bool = False
+    drop_unchanged: bool = False
+    log_extractors: bool = False
 
     @classmethod
     def from_settings(cls, settings: BaseSettings, spider_name: str) -> CrawlSettings:
@@ -73,12 +78,10 @@ class CrawlSettings:
         from .report.clusters import check_policy
 
         canonical = check_policy(settings.get("NEARDUP_CANONICAL") or "first-seen", "NEARDUP_CANONICAL")
-        try:
-            debug = settings.getbool("NEARDUP_DEBUG")
-        except ValueError:
-            raise ConfigError(
-                "NEARDUP_DEBUG", f"expected true or false, got {settings.get('NEARDUP_DEBUG')!r}"
-            ) from None
+        flags = {
+            name: _flag(settings, f"NEARDUP_{name.upper()}")
+            for name in ("debug", "reset", "drop_unchanged", "log_extractors")
+        }
         return cls(
             action=action,
             db=default_db_path(settings, spider_name),
@@ -90,8 +93,15 @@ class CrawlSettings:
             report=Path(report) if report else None,
             report_format=report_format,
             canonical=canonical,
-            debug=debug,
+            **flags,
         )
+
+
+def _flag(settings: BaseSettings, name: str) -> bool:
+    try:
+        return settings.getbool(name)
+    except ValueError:
+        raise ConfigError(name, f"expected true or false, got {settings.get(name)!r}") from None
 
 
 def _choice(settings: BaseSettings, name: str, choices: tuple[str, ...], default: str) -> str:
@@ -99,6 +109,12 @@ def _choice(settings: BaseSettings, name: str, choices: tuple[str, ...], default
     if not isinstance(value, str) or value.strip().lower() not in choices:
         raise ConfigError(name, f"unknown value {value!r}; choose from {', '.join(choices)}")
     return value.strip().lower()
+
+
+def remove_index(path: Path) -> None:
+    """Delete an index file with its WAL and shared-memory files (NEARDUP_RESET)."""
+    for name in (path.name, path.name + "-wal", path.name + "-shm", path.name + "-journal"):
+        (path.parent / name).unlink(missing_ok=True)
 
 
 def default_db_path(settings: BaseSettings, spider_name: str) -> Path:
@@ -136,21 +152,39 @@ class NearDupRuntime:
         """The crawl's runtime, created (and the index opened) by the first component that asks."""
         runtime = getattr(crawler, _ATTRIBUTE, None)
         if runtime is None:
-            spider_name = crawler.spider.name if crawler.spider else "default"
+            spider = crawler.spider
             config = DedupConfig.from_settings(crawler.settings)
-            settings = CrawlSettings.from_settings(crawler.settings, spider_name)
-            detector = Detector(config, SQLiteIndex(settings.db, config))
-            runtime = cls(crawler, config, settings, detector)
+            settings = CrawlSettings.from_settings(crawler.settings, spider.name if spider else "default")
+            if not settings.reset and spider is not None:  # ``-a neardup_reset=1``, as deltafetch's
+                reset = getattr(spider, "neardup_reset", False)
+                settings = dataclasses.replace(settings, reset=str(reset).lower() in ("1", "true", "yes"))
+            if settings.reset:
+                remove_index(settings.db)
+            if not settings.log_extractors:
+                for name in EXTRACTOR_LOGGERS:
+                    logging.getLogger(name).setLevel(logging.WARNING)
+            index = SQLiteIndex(settings.db, config)
+            held = index.stats()
+            index.begin_run(settings.action)
+            runtime = cls(crawler, config, settings, Detector(config, index))
             setattr(crawler, _ATTRIBUTE, runtime)
+            earlier = (
+                f"holds {held['documents']:,} pages from earlier crawls ({held['unique']:,} admitted, "
+                f"{held['duplicates']:,} duplicates; NEARDUP_RESET starts afresh)"
+                if held["documents"] else "is new"
+            )  # fmt: skip
             logger.info(
-                "scrapy-neardup: %s near-duplicates by %s; index %s",
-                settings.action, ", ".join(config.methods), settings.db,
+                "scrapy-neardup: %s near-duplicates by %s; index %s %s%s",
+                settings.action, ", ".join(config.methods), settings.db, earlier,
+                " (reset)" if settings.reset else "",
             )  # fmt: skip
         return runtime
 
     # --- judging ------------------------------------------------------------------------
 
-    async def judge(self, url: str, body: bytes | str, content_type: str | None = None) -> Verdict:
+    async def judge(
+        self, url: str, body: bytes | str, content_type: str | None = None, is_text: bool = False
+    ) -> Verdict:
         """Check one page: raw copies first, then a fingerprint (in a worker when configured).
 
         A failure here (a full disk, a broken worker) must not cost the page: it is logged,
@@ -160,18 +194,18 @@ class NearDupRuntime:
             copy = self.detector.check_raw(url, body)
             if copy is not None:
                 return self.remember(copy)
-            fp = await self._fingerprint(body, content_type)
+            fp = await self._fingerprint(body, content_type, is_text)
             return self.remember(self.detector.check(url, fp=fp))
         except Exception:
             logger.exception("scrapy-neardup: could not judge %s; passing it on unjudged", url)
             self.skipped("error")
             return Verdict(url, None, False, skip_reason="error")
 
-    async def _fingerprint(self, body: bytes | str, content_type: str | None) -> Fingerprint:
+    async def _fingerprint(self, body: bytes | str, content_type: str | None, is_text: bool) -> Fingerprint:
         pool = self._workers()
         if pool is None:
-            return self.detector.fingerprint(body, content_type)
-        future = pool.submit(fingerprint, body, self.config, content_type=content_type)
+            return fingerprint(body, self.config, content_type=content_type, is_text=is_text)
+        future = pool.submit(fingerprint, body, self.config, content_type=content_type, is_text=is_text)
         return await asyncio.wrap_future(future)
 
     def _workers(self) -> ProcessPoolExecutor | None:
@@ -199,7 +233,24 @@ class NearDupRuntime:
             self.stats.inc_value(f"neardup/duplicates/{kind}")
         elif not verdict.judged:
             self.skipped(verdict.skip_reason or "unknown")
+        if verdict.revisit:
+            self.stats.inc_value("neardup/revisits")
+            if verdict.revisit == "changed":
+                self.stats.inc_value("neardup/revisits/changed")
+        if verdict.unconfirmed:
+            self.stats.inc_value("neardup/unconfirmed")
+            logger.info(
+                "scrapy-neardup: let %s through: it matches %s, which a crawl that never closed admitted "
+                "(its item may not have been stored)", verdict.url, verdict.duplicate_of_url,
+            )  # fmt: skip
         return verdict
+
+    def action_on(self, verdict: Verdict) -> str | None:
+        """``dropped``, ``tagged`` or None (let through untagged) for a verdict, by the settings."""
+        drop = verdict.duplicate or (verdict.revisit == "unchanged" and self.settings.drop_unchanged)
+        if not drop:
+            return None
+        return "dropped" if self.settings.action == "drop" else "tagged"
 
     def link_item(self, item: Any, verdict: Verdict) -> None:
         """Remember which page's verdict an item came from (held with the item, so ids stay unique)."""
@@ -224,18 +275,26 @@ class NearDupRuntime:
             more = (
                 "" if self.settings.debug else " - no more near-duplicates will be shown (see NEARDUP_DEBUG)"
             )
-            logger.debug(
-                "Filtered near-duplicate %s of %s (%s, similarity %.3f)%s",
-                verdict.url, verdict.duplicate_of_url, verdict.method, verdict.similarity or 0.0, more,
-            )  # fmt: skip
+            verb = "Filtered" if what == "dropped" else "Tagged"
+            if verdict.duplicate:
+                logger.debug(
+                    "%s near-duplicate %s of %s (%s, similarity %.3f)%s", verb, verdict.url,
+                    verdict.duplicate_of_url, verdict.method, verdict.similarity or 0.0, more,
+                )  # fmt: skip
+            else:
+                logger.debug("%s unchanged revisit %s (NEARDUP_DROP_UNCHANGED)%s", verb, verdict.url, more)
             self._logged_once = True
 
     # --- closing ------------------------------------------------------------------------
 
-    def spider_closed(self, spider: Any = None) -> None:
+    def spider_closed(self, spider: Any = None, reason: str = "finished") -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+        try:
+            self.detector.index.end_run()
+        except Exception:  # the run stays open: its pages count as unconfirmed next time, nothing lost
+            logger.exception("scrapy-neardup: could not close the crawl run in %s", self.settings.db)
         self.detector.close()
         if self.settings.report is not None:
             self.write_report()

@@ -23,3 +23,17 @@ def scope_key(url: str, scope: str) -> str:
         return host
     parts = _extractor()(host)
     return parts.top_domain_under_public_suffix or host
+
+
+def url_key(url: str) -> str | None:
+    """The key a crawled page is found again by: its canonical URL (w3lib's, as Scrapy's request
+    fingerprints use), or None for a name that is not an http(s) URL (an item without one)."""
+    from w3lib.url import canonicalize_url
+
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+        return None
+    try:
+        return canonicalize_url(url)
+    except (ValueError, UnicodeError):
+        return url

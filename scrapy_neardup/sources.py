@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .exceptions import InputError
+from .text import looks_like_html
 
 logger = logging.getLogger(__name__)
 
@@ -149,7 +150,7 @@ def _read_feed(path: Path, field: str | None) -> Iterator[Page]:
                 continue
             value = item[name]
             source = f"{path.resolve()}:{number}"
-            yield Page(item["url"], value, source, is_text=not value.lstrip().startswith("<"))
+            yield Page(item["url"], value, source, is_text=not looks_like_html(value))
 
 
 def _read_warc(path: Path) -> Iterator[Page]:

@@ -29,6 +29,10 @@ _NOT_WORD = re.compile(r"[\W_]+")
 # A word that starts with a Latin letter (Basic Latin to Latin Extended-B, and Latin Extended Additional).
 _LATIN_WORD = re.compile(r"[a-z\u00c0-\u024f\u1e00-\u1eff]")
 _TITLE = re.compile(r"<title[^>]*>(.*?)</title\s*>", re.IGNORECASE | re.DOTALL)
+_HTML_TAG = re.compile(
+    rb"<(?:!doctype|html|head|body|p|div|br|span|article|section|main|table|ul|ol|li|h[1-6]|a|title|meta)\b[^>]*>",
+    re.IGNORECASE,
+)
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|(?<=[。！？；])|[\r\n]+")
 
 # Magic numbers of bodies that are certainly not HTML: images, PDF, archives, fonts, media.
@@ -167,6 +171,14 @@ def main_text(
     Reasons: ``empty``, ``too_large``, ``binary``, ``extraction_failed``, ``no_text``.
     """
     return extract_page(body, extractor, content_type, max_body)[0]
+
+
+def looks_like_html(value: bytes | str) -> bool:
+    """Whether an item's field holds HTML (it starts with a tag, or a known tag comes soon) rather
+    than plain text."""
+    head = value[:8192]
+    head = head.encode("utf-8", errors="replace") if isinstance(head, str) else head
+    return head.lstrip()[:1] == b"<" or bool(_HTML_TAG.search(head))
 
 
 def page_title(html: str) -> str:

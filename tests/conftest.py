@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from crawling import SITE, serve
 from hypothesis import settings
 
 settings.register_profile("ci", derandomize=True, deadline=None, max_examples=60)
@@ -44,3 +45,10 @@ def aeb_truth(aeb_dir: Path) -> dict[str, dict]:
 def zh_texts() -> list[str]:
     folder = _need(SHARED_DATA / "zh")
     return [p.read_text(encoding="utf-8") for p in sorted(folder.glob("article-*.txt"))]
+
+
+@pytest.fixture(scope="module")
+def site() -> str:
+    """The test site (tests/site) served on 127.0.0.1."""
+    with serve(SITE) as url:
+        yield url

@@ -3,7 +3,7 @@
     python tests/crawl_runner.py CONFIG.json
 
 CONFIG: {"start_urls": [...], "settings": {...}, "out": "result.json", "skip_pattern": "...",
-"dont_filter": false}. The result file gets the crawl's stats, the URLs that reached the
+"dont_filter": false, "spider_args": {...}}. The result file gets the crawl's stats, the URLs that reached the
 spider's callback and, per URL, the ``neardup`` meta the middleware left; a failure to start
 prints the error and exits with status 2.
 """
@@ -19,7 +19,8 @@ from scrapy.http import TextResponse
 
 
 class SiteSpider(scrapy.Spider):
-    """Follows every link of the test site; yields one item per HTML page with its HTML."""
+    """Follows every link of the test site; yields one item per HTML page with its HTML, and
+    each entry of a JSON list (an API's items) as it is."""
 
     name = "site"
 
@@ -46,6 +47,10 @@ class SiteSpider(scrapy.Spider):
     def parse(self, response):
         self.parsed.append(response.url)
         self.page_meta[response.url] = response.meta.get("neardup")
+        if "json" in response.headers.get("Content-Type", b"").decode():
+            entries = json.loads(response.text)
+            yield from entries if isinstance(entries, list) else []
+            return
         if (
             not isinstance(response, TextResponse)
             or "html" not in response.headers.get("Content-Type", b"").decode()
@@ -75,6 +80,7 @@ def main() -> int:
         start_urls=config["start_urls"],
         skip_pattern=config.get("skip_pattern", ""),
         dont_filter=config.get("dont_filter", False),
+        **config.get("spider_args", {}),
     )
     deferred.addErrback(lambda failure: failures.append(failure.getErrorMessage() or repr(failure.value)))
     process.start()

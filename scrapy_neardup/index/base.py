@@ -21,6 +21,13 @@ class Verdict:
     duplicate_of_url: str | None = None
     similarity: float | None = None
     method: str | None = None
+    # A page crawled before (``doc_id`` is its record): "unchanged" when its content is the same
+    # as, or near its own earlier version (then it is no duplicate unless it was one of another
+    # page before), "changed" when it was judged again and its record updated.
+    revisit: str | None = None
+    # Let through although it matches ``duplicate_of``: that page was admitted by a crawl that
+    # never closed, so its item may never have been stored.
+    unconfirmed: bool = False
 
     @property
     def judged(self) -> bool:
@@ -32,6 +39,7 @@ class Verdict:
             "url": self.url, "doc_id": self.doc_id, "duplicate": self.duplicate, "judged": self.judged,
             "skip_reason": self.skip_reason, "duplicate_of": self.duplicate_of_url,
             "duplicate_of_id": self.duplicate_of, "similarity": self.similarity, "method": self.method,
+            "revisit": self.revisit, "unconfirmed": self.unconfirmed,
         }  # fmt: skip
 
 
@@ -39,16 +47,26 @@ class Index(Protocol):
     """Stores fingerprints, finds candidates, records every verdict. ``check_and_add`` is atomic."""
 
     def check_and_add(
-        self, url: str, fp: Fingerprint, scope: str = "", source: str | None = None
+        self, url: str, fp: Fingerprint, scope: str = "", source: str | None = None, key: str | None = None
     ) -> Verdict: ...
 
     def add(self, url: str, fp: Fingerprint, scope: str = "", source: str | None = None) -> Verdict: ...
 
-    def find_raw(self, raw: int, scope: str = "") -> int | None: ...
+    def find_raw(self, raw: int, scope: str = "", key: str | None = None) -> int | None: ...
 
     def record_copy(
-        self, url: str, raw: int, original: int, scope: str = "", source: str | None = None
+        self,
+        url: str,
+        raw: int,
+        original: int,
+        scope: str = "",
+        source: str | None = None,
+        key: str | None = None,
     ) -> Verdict: ...
+
+    def begin_run(self, action: str) -> None: ...
+
+    def end_run(self) -> None: ...
 
     def get(self, doc_id: int) -> dict[str, Any] | None: ...
 

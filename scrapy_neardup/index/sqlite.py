@@ -39,6 +39,8 @@ import dataclasses
 import itertools
 import json
 import logging
+import os
+import socket
 import sqlite3
 import threading
 import time
@@ -53,6 +55,7 @@ import xxhash
 from ..config import SHAPING_KNOBS, DedupConfig
 from ..exceptions import IndexFileError
 from ..fingerprint import Fingerprint, imatch_with_stats, needed_methods
+from ..scope import url_key
 from ..signatures.imatch import CollectionStats
 from ..signatures.spotsigs import SpotSet
 from ..verify import DECISION_ORDER, compare
@@ -138,6 +141,17 @@ UPGRADE_CHUNK = 200_000
 # A match found for a new page: (document id, similarity, method).
 Match = tuple[int, "float | None", "str | None"]
 
+
+@dataclasses.dataclass(frozen=True)
+class Earlier:
+    """A page's own records under its revisit key: the one it is a revisit of, and all their ids."""
+
+    id: int
+    status: str
+    exact: int | None
+    ids: frozenset[int]
+
+
 KIND = {"exact": 1, "simhash": 2, "minhash": 3, "shingles": 4, "imatch": 5, "ksentence": 6, "raw": 7}
 # Capping the partition in a spot posting key merges far partitions, and cutting the scope can
 # mix scopes: both only add candidates, which are read back with their real scope and size, so
@@ -149,6 +163,15 @@ _MAX_PART, _SCOPE_MASK = 4095, (1 << 20) - 1
 # a list in one step, and the key is stored once (benchmarks/bench_index.py, 100,000 pages,
 # paired runs: 1,724 -> 1,530 bytes a page, last 20,000 checks 0.98 -> 0.94 ms median).
 SPOT_LISTS = "CREATE TABLE IF NOT EXISTS spot_lists (key INTEGER PRIMARY KEY, docs BLOB NOT NULL)"
+
+# Crawl runs, and the key a page is found again by (its canonical URL): a page seen again is a
+# revisit of its own record, and what a run that never closed admitted may never have been stored.
+REVISITS = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY, started_at REAL NOT NULL, ended_at REAL, action TEXT, host TEXT, pid INTEGER
+);
+CREATE INDEX IF NOT EXISTS documents_url_key ON documents(url_key, scope);
+"""
 
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -176,7 +199,9 @@ CREATE TABLE IF NOT EXISTS documents (
     minhash_bands BLOB,
     super_shingles BLOB,
     imatch BLOB,
-    ksentence INTEGER
+    ksentence INTEGER,
+    run INTEGER,
+    url_key TEXT
 );
 CREATE INDEX IF NOT EXISTS documents_url ON documents(url);
 CREATE INDEX IF NOT EXISTS documents_source ON documents(source) WHERE source IS NOT NULL;
@@ -188,6 +213,7 @@ CREATE TABLE IF NOT EXISTS texts (doc INTEGER PRIMARY KEY, text BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS lookup_keys (
     key INTEGER NOT NULL, doc INTEGER NOT NULL, PRIMARY KEY (key, doc)
 ) WITHOUT ROWID;
+{REVISITS}
 """
 
 
@@ -256,6 +282,8 @@ class SQLiteIndex:
         self._in_batch = False
         self._classes: SpotClasses | None = None
         self._checkpointer: Checkpointer | None = None
+        self._run: int | None = None
+        self._unclean: frozenset[int] = frozenset()
         try:
             if self.path.parent and not self.path.parent.exists():
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -334,6 +362,20 @@ class SQLiteIndex:
         self.db.execute("PRAGMA synchronous = NORMAL")
         self.db.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT}")
         self._check_meta()
+        if "url_key" not in {r[1] for r in self.db.execute("PRAGMA table_info(documents)")}:
+            self._write(self._add_revisits)
+
+    def _add_revisits(self) -> None:
+        """Files made before runs and revisit keys were kept get them (crawled pages' keys filled in)."""
+        if "url_key" in {r[1] for r in self.db.execute("PRAGMA table_info(documents)")}:
+            return  # another process added them while this one waited for the lock
+        self.db.execute("ALTER TABLE documents ADD COLUMN run INTEGER")
+        self.db.execute("ALTER TABLE documents ADD COLUMN url_key TEXT")
+        self.db.create_function("neardup_url_key", 1, url_key, deterministic=True)
+        self.db.execute("UPDATE documents SET url_key = neardup_url_key(url) WHERE source IS NULL")
+        for statement in REVISITS.split(";"):
+            if statement.strip():
+                self.db.execute(statement)
 
     def _create(self) -> None:
         """Create the schema inside the caller's transaction (executescript would commit it)."""
@@ -466,15 +508,83 @@ class SQLiteIndex:
             self._checkpointer = Checkpointer(self.path if wal else None)
             self._unclosed = weakref.finalize(self, self._checkpointer.stop, wait=False)  # never closed
 
+    # --- crawl runs -------------------------------------------------------------------------
+
+    def begin_run(self, action: str) -> None:
+        """Start a crawl run: the pages it admits are stamped with it.
+
+        What a run that never closed (its process is gone) admitted may never have reached the
+        crawl's output (feed exports buffer, a kill loses the buffer), so it is *unconfirmed*:
+        a page matching only such pages is let through, trading a possible repeat for no loss.
+        """
+
+        def work() -> tuple[int, list[tuple]]:
+            open_runs = self.db.execute(
+                "SELECT id, started_at, host, pid FROM runs WHERE ended_at IS NULL"
+            ).fetchall()
+            run = self.db.execute(
+                "INSERT INTO runs (started_at, action, host, pid) VALUES (?, ?, ?, ?)",
+                (time.time(), action, socket.gethostname(), os.getpid()),
+            ).lastrowid
+            return run, open_runs
+
+        self._run, open_runs = self._write(work)
+        self._unclean = frozenset(run for run, *owner in open_runs if not _running(*owner))
+
+    def end_run(self) -> None:
+        """Close the run cleanly: what it admitted reached the output as far as this crawl knows."""
+        if self._run is not None:
+            run, self._run = self._run, None
+            self._write(
+                lambda: self.db.execute("UPDATE runs SET ended_at = ? WHERE id = ?", (time.time(), run))
+            )
+
+    def last_action(self) -> str | None:
+        """What the latest crawl run did with duplicates (``drop`` or ``tag``); None for a scanned index."""
+        with contextlib.suppress(sqlite3.OperationalError):  # a file made before runs were kept
+            row = self.db.execute("SELECT action FROM runs ORDER BY id DESC LIMIT 1").fetchone()
+            return row[0] if row else None
+        return None
+
+    def _earlier(self, key: str | None, scope_id: int | None) -> Earlier | None:
+        """The record a page with this revisit key is a revisit of: its admitted one, else its latest."""
+        if key is None or scope_id is None:
+            return None
+        rows = self.db.execute(
+            "SELECT id, status, exact FROM documents WHERE url_key = ? AND scope = ? ORDER BY id DESC",
+            (key, scope_id),
+        ).fetchall()
+        if not rows:
+            return None
+        doc, status, exact = next((r for r in rows if r[1] == "unique"), rows[0])
+        exact = int.from_bytes(exact, "big") if exact else None
+        return Earlier(doc, status, exact, frozenset(r[0] for r in rows))
+
+    def _unconfirmed(self, ids: list[int]) -> set[int]:
+        """Those of ``ids`` admitted by a run that never closed."""
+        if not self._unclean or not ids:
+            return set()
+        runs = sorted(self._unclean)
+        rows = self.db.execute(
+            f"SELECT id FROM documents WHERE id IN ({','.join('?' * len(ids))}) "
+            f"AND run IN ({','.join('?' * len(runs))})",
+            [*ids, *runs],
+        )
+        return {r[0] for r in rows}
+
     # --- the one public decision ----------------------------------------------------------
 
-    def check_and_add(self, url: str, fp: Fingerprint, scope: str = "", source: str | None = None) -> Verdict:
+    def check_and_add(
+        self, url: str, fp: Fingerprint, scope: str = "", source: str | None = None, key: str | None = None
+    ) -> Verdict:
         """Find the best earlier match of ``fp`` in its scope and record the page, atomically.
 
         A page not judged is recorded as skipped; a duplicate is recorded with what it
-        duplicates; any other page is admitted and becomes findable.
+        duplicates; any other page is admitted and becomes findable. A page whose revisit
+        ``key`` (its canonical URL) has a record already is a revisit: never a duplicate of
+        itself, and its record is updated, not repeated.
         """
-        return self._write(lambda: self._check_and_add(url, fp, scope, source))
+        return self._write(lambda: self._check_and_add(url, fp, scope, source, key))
 
     def add(self, url: str, fp: Fingerprint, scope: str = "", source: str | None = None) -> Verdict:
         """Admit a page without checking it (an import of pages known to be distinct)."""
@@ -487,23 +597,30 @@ class SQLiteIndex:
 
         return self._write(work)
 
-    def find_raw(self, raw: int, scope: str = "") -> int | None:
+    def find_raw(self, raw: int, scope: str = "", key: str | None = None) -> int | None:
         """An admitted document whose raw body is byte-identical to ``raw``'s page, or None.
 
         Lets a caller skip extraction for exact copies; it is a hint only, read outside
-        any transaction: ``record_copy`` then records the page.
+        any transaction: ``record_copy`` then records the page. None also where the full
+        check must decide: a revisit (``key`` has a record) or an unconfirmed original.
         """
         scope_id = self._scope_id(scope, create=False)
-        if scope_id is None:
+        if scope_id is None or self._earlier(key, scope_id) is not None:
             return None
         row = self.db.execute(
             "SELECT doc FROM lookup_keys WHERE key = ? ORDER BY doc LIMIT 1",
             (_key(KIND["raw"], scope_id, raw >> 64),),
         ).fetchone()
-        return row[0] if row else None
+        return row[0] if row and not self._unconfirmed([row[0]]) else None
 
     def record_copy(
-        self, url: str, raw: int, original: int, scope: str = "", source: str | None = None
+        self,
+        url: str,
+        raw: int,
+        original: int,
+        scope: str = "",
+        source: str | None = None,
+        key: str | None = None,
     ) -> Verdict:
         """Record a page whose raw body equals an admitted document's, without its fingerprint."""
 
@@ -511,10 +628,10 @@ class SQLiteIndex:
             scope_id = self._scope_id(scope)
             doc_id = self.db.execute(
                 "INSERT INTO documents (url, source, scope, seen_at, status, tokens, language, "
-                "duplicate_of, similarity, method, raw_hash, exact, simhash, spot_size) "
+                "duplicate_of, similarity, method, raw_hash, exact, simhash, spot_size, run, url_key) "
                 "SELECT ?, ?, ?, ?, 'duplicate', tokens, language, id, 1.0, 'exact', raw_hash, exact, "
-                "simhash, spot_size FROM documents WHERE id = ?",
-                (url, source, scope_id, time.time(), original),
+                "simhash, spot_size, ?, ? FROM documents WHERE id = ?",
+                (url, source, scope_id, time.time(), self._run, key, original),
             ).lastrowid
             title, dup_url = self.db.execute(
                 "SELECT title, url FROM documents WHERE id = ?", (original,)
@@ -527,26 +644,64 @@ class SQLiteIndex:
 
         return self._write(work)
 
-    def _check_and_add(self, url: str, fp: Fingerprint, scope: str, source: str | None) -> Verdict:
+    def _check_and_add(
+        self, url: str, fp: Fingerprint, scope: str, source: str | None, key: str | None
+    ) -> Verdict:
+        earlier = self._earlier(key, self._scope_id(scope))
         if not fp.judged:
-            return self._record(url, fp, scope, None, source)
+            if earlier is not None and earlier.status != "skipped":  # a failed fetch keeps the record
+                return Verdict(url, earlier.id, False, skip_reason=fp.skip_reason)
+            return self._record(url, fp, scope, None, source, key=key, replace=earlier)
         self._sync_order()
         scope_id = self._scope_id(scope)
         probe = dataclasses.replace(fp, spots=spots32(fp.spots))
         if "imatch" in self.config.methods and probe.terms:
             probe = imatch_with_stats(probe, self.config, self._term_stats(probe.terms))
+        if earlier is not None and earlier.status == "unique":
+            own = self._rows(_SIGNATURE_COLUMNS, [earlier.id], scope_id)
+            same = (
+                compare(probe, _row_fingerprint(own[0]), self.config, self._verify_methods) if own else None
+            )
+            if same is not None and same.duplicate:  # unchanged, or a near-duplicate of its own version
+                self.db.execute("UPDATE documents SET run = ? WHERE id = ?", (self._run, earlier.id))
+                return Verdict(
+                    url,
+                    earlier.id,
+                    False,
+                    similarity=same.similarity,
+                    method=same.method,
+                    revisit="unchanged",
+                )
         order = self._walk(probe.spots) if self._spot_searched(probe.spots) else None
-        best = None
+        own_ids = earlier.ids if earlier is not None else frozenset()
+        matches = []
         for cand_id, cand in self._candidates(probe, scope_id, order):
+            if cand_id in own_ids:
+                continue
             result = compare(probe, cand, self.config, self._verify_methods)
             if result.duplicate:
-                rank = (DECISION_ORDER.index(result.method), -(result.similarity or 0.0), cand_id)
-                if best is None or rank < best[0]:
-                    best = (rank, cand_id, result)
-                    if rank[0] == 0:  # an exact copy: nothing ranks higher but an older one
-                        break
-        match = best and (best[1], best[2].similarity, best[2].method)
-        return self._record(url, probe, scope, match, source, order)
+                matches.append(
+                    (DECISION_ORDER.index(result.method), -(result.similarity or 0.0), cand_id, result)
+                )
+                if matches[-1][0] == 0 and not self._unclean:
+                    break  # an exact copy: nothing ranks higher but an older one
+        unconfirmed = self._unconfirmed([m[2] for m in matches])
+        best = min(((m[2] in unconfirmed, *m[:3]), m[3]) for m in matches) if matches else None
+        match = best and (best[0][3], best[1].similarity, best[1].method)
+        if best is not None and best[0][0]:  # only pages an interrupted run admitted: let it through
+            verdict = self._record(url, probe, scope, None, source, order, key=key, replace=earlier)
+            return dataclasses.replace(
+                verdict, duplicate_of=match[0], duplicate_of_url=self._url(match[0]), similarity=match[1],
+                method=match[2], unconfirmed=True,
+            )  # fmt: skip
+        verdict = self._record(url, probe, scope, match, source, order, key=key, replace=earlier)
+        if earlier is None:
+            return verdict
+        same = earlier.status != "unique" and earlier.exact is not None and earlier.exact == probe.exact
+        return dataclasses.replace(verdict, revisit="unchanged" if same else "changed")
+
+    def _url(self, doc_id: int) -> str:
+        return self.db.execute("SELECT url FROM documents WHERE id = ?", (doc_id,)).fetchone()[0]
 
     # --- I-Match statistics ---------------------------------------------------------------
 
@@ -844,9 +999,11 @@ class SQLiteIndex:
         match: Match | None,
         source: str | None,
         order: Walk | None = None,
+        key: str | None = None,
+        replace: Earlier | None = None,
     ) -> Verdict:
         """Store a page; ``fp.spots`` are already in the stored 32-bit form (``spots32``), and
-        ``order`` is their walk where the check made it."""
+        ``order`` is their walk where the check made it. A revisit ``replace``s its earlier record."""
         scope_id = self._scope_id(scope)
         status = "skipped" if not fp.judged else ("duplicate" if match else "unique")
         spots = fp.spots
@@ -867,11 +1024,22 @@ class SQLiteIndex:
             "super_shingles": _blob(fp.super_shingles, "<u8"),
             "imatch": _blob(fp.imatch, "<u8"),
             "ksentence": signed(fp.ksentence) if fp.ksentence is not None else None,
+            "run": self._run, "url_key": key,
         }  # fmt: skip
-        cols = ", ".join(row)
-        doc_id = self.db.execute(
-            f"INSERT INTO documents ({cols}) VALUES ({', '.join('?' * len(row))})", list(row.values())
-        ).lastrowid
+        if replace is not None:
+            doc_id = replace.id
+            self._unpost(doc_id, scope_id)
+            row.pop("seen_at")  # the order pages were first seen in stays (the report's first-seen)
+            self.db.execute(
+                f"UPDATE documents SET {', '.join(f'{c} = ?' for c in row)} WHERE id = ?",
+                [*row.values(), doc_id],
+            )
+            self.db.execute("DELETE FROM texts WHERE doc = ?", (doc_id,))
+        else:
+            cols = ", ".join(row)
+            doc_id = self.db.execute(
+                f"INSERT INTO documents ({cols}) VALUES ({', '.join('?' * len(row))})", list(row.values())
+            ).lastrowid
         if status == "unique":
             self._post(doc_id, fp, spots, scope_id, order)
             if "imatch" in self.config.methods and fp.terms:
@@ -879,14 +1047,26 @@ class SQLiteIndex:
         if self.config.keep_text and fp.text:
             text = fp.text[: self.config.keep_text].encode("utf-8", errors="replace")
             self.db.execute("INSERT INTO texts VALUES (?, ?)", (doc_id, zlib.compress(text, 6)))
-        dup_url = None
-        if match:
-            dup_url = self.db.execute("SELECT url FROM documents WHERE id = ?", (match[0],)).fetchone()[0]
+        dup_url = self._url(match[0]) if match else None
         return Verdict(
             url=url, doc_id=doc_id, duplicate=bool(match), skip_reason=fp.skip_reason,
             duplicate_of=match[0] if match else None, duplicate_of_url=dup_url,
             similarity=match[1] if match else None, method=match[2] if match else None,
         )  # fmt: skip
+
+    def _unpost(self, doc_id: int, scope: int) -> None:
+        """Remove a revisited document's lookup keys (its spot postings stay: a stale posting only
+        adds a candidate, which is verified against the stored spots)."""
+        row = self.db.execute(
+            f"SELECT status, raw_hash, {_SIGNATURE_COLUMNS} FROM documents WHERE id = ?", (doc_id,)
+        ).fetchone()
+        if row is None or row[0] != "unique":
+            return
+        old = dataclasses.replace(
+            _row_fingerprint(row[2:]), raw_hash=unsigned(row[1]) << 64 if row[1] is not None else None
+        )
+        keys = self._lookup_keys(old, scope, posting=True)
+        self.db.executemany("DELETE FROM lookup_keys WHERE key = ? AND doc = ?", [(k, doc_id) for k in keys])
 
     def _post(self, doc_id: int, fp: Fingerprint, spots: SpotSet, scope: int, order: Walk | None) -> None:
         keys = self._lookup_keys(fp, scope, posting=True)
@@ -1134,3 +1314,31 @@ def _row_fingerprint(row: tuple) -> Fingerprint:
         imatch=tuple(int(x) for x in np.frombuffer(im, dtype="<u8")) if im else (),
         ksentence=unsigned(ks) if ks is not None else None,
     )  # fmt: skip
+
+
+def _running(started_at: float, host: str | None, pid: int | None) -> bool:
+    """Whether the process of a run that has not ended still runs (another crawl on this file).
+
+    A run of another host is taken as running; on this host its pid must be alive and, where
+    /proc tells, have started no later than the run (a pid reused after a kill is not it).
+    """
+    if host != socket.gethostname():
+        return True
+    if pid is None or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    try:
+        ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        boot = next(
+            float(line.split()[1])
+            for line in Path("/proc/stat").read_text().splitlines()
+            if line.startswith("btime")
+        )
+    except (OSError, ValueError, IndexError, StopIteration):
+        return True
+    return boot + ticks / os.sysconf("SC_CLK_TCK") <= started_at + 1.0

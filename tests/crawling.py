@@ -1,0 +1,81 @@
+"""Helpers of the crawl tests: the test site, a local server, and one crawl in its own process."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+SITE = Path(__file__).parent / "site"
+RUNNER = Path(__file__).parent / "crawl_runner.py"
+TRUTH = json.loads((SITE / "truth.json").read_text())["pages"]
+ADDON = {"ADDONS": {"scrapy_neardup.NearDupAddon": 0}}
+
+
+class QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def serve(directory: Path) -> Iterator[str]:
+    """A real HTTP server on 127.0.0.1 (a free port) serving ``directory``; yields its base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(QuietHandler, directory=str(directory)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def crawl(tmp_path: Path, start_urls: list[str], settings: dict, check: bool = True, **extra) -> dict:
+    """Run one crawl in a fresh process; the result has stats, parsed URLs, meta, feed items, stderr."""
+    out = tmp_path / f"result-{time.monotonic_ns()}.json"
+    feed = tmp_path / f"items-{time.monotonic_ns()}.jsonl"
+    return run_crawl(tmp_path, start_urls, settings, out, feed, check, **extra)
+
+
+def run_crawl(
+    tmp_path: Path, start_urls: list[str], settings: dict, out: Path, feed: Path, check: bool = True, **extra
+) -> dict:
+    """``crawl`` with the result and feed files named."""
+    # truth.json counts pages under 30 words as too short, whatever the default becomes.
+    settings = {"FEEDS": {str(feed): {"format": "jsonlines"}}, "NEARDUP_MIN_TOKENS": 30, **settings}
+    config = tmp_path / f"config-{time.monotonic_ns()}.json"
+    config.write_text(json.dumps({"start_urls": start_urls, "settings": settings, "out": str(out), **extra}))
+    proc = subprocess.run(
+        [sys.executable, str(RUNNER), str(config)], cwd=tmp_path, capture_output=True, text=True, timeout=180
+    )
+    if check:
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text()) if out.exists() else {}
+    result["stderr"] = proc.stderr
+    result["returncode"] = proc.returncode
+    result["items"] = [json.loads(line) for line in feed.read_text().splitlines()] if feed.exists() else []
+    return result
+
+
+def path_of(url: str) -> str:
+    """The path (and query) of a test-site URL, as truth.json names pages."""
+    return "/" + url.split("/", 3)[3]
+
+
+def expected(kind: str) -> set[str]:
+    return {path for path, page in TRUTH.items() if page["expect"] == kind}
+
+
+def stats_match_truth(stats: dict) -> None:
+    assert stats.get("neardup/duplicates/exact") == 2
+    assert stats.get("neardup/duplicates/near") == 3
+    assert stats.get("neardup/skipped/empty") == 1
+    assert stats.get("neardup/skipped/not_html") == 2
+    assert stats.get("neardup/skipped/too_short") == 1
