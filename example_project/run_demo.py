@@ -4,8 +4,10 @@
 
 The site in ``site/`` is served by ``http.server`` on a free port in a background thread; the
 crawl is ``scrapy crawl news -a start_url=...`` run with this Python from this folder, so it
-uses the project's settings (``newsdemo/settings.py``: the add-on in drop mode). Every run
-starts from an empty index in ``output/``. Afterwards the script prints the ``neardup/*``
+uses the project's settings (``newsdemo/settings.py``: the add-on in drop mode). The site is
+served on port 8765 when it is free, and the index in ``output/`` is kept between runs on the
+same address: a second run revisits every page, stores the same items and says so (a run on
+another port starts from an empty index, as its URLs are new). Afterwards the script prints the ``neardup/*``
 stats, the duplicate clusters the index holds, the paths of the items feed, the index and the
 HTML report, and compares the stored items with the site's ground truth (``site/truth.json``).
 
@@ -35,6 +37,9 @@ SITE = HERE / "site"
 OUTPUT = HERE / "output"
 DB = OUTPUT / "neardup.db"
 ITEMS = OUTPUT / "items.jsonl"
+PREVIOUS_ITEMS = OUTPUT / "items.previous.jsonl"
+SITE_URL = OUTPUT / "site-url.txt"  # the address the kept index's pages were crawled at
+PORT = 8765
 REPORT = OUTPUT / "report.html"
 STATS = OUTPUT / "stats.json"
 LOG = OUTPUT / "crawl.log"
@@ -49,21 +54,48 @@ class QuietHandler(SimpleHTTPRequestHandler):
 
 
 def serve(directory: Path) -> ThreadingHTTPServer:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(QuietHandler, directory=str(directory)))
+    handler = partial(QuietHandler, directory=str(directory))
+    try:
+        server = ThreadingHTTPServer(("127.0.0.1", PORT), handler)
+    except OSError:  # taken: any free port (the index then starts empty)
+        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, name="site-server", daemon=True).start()
     return server
 
 
-def clean_output() -> None:
-    """Start from an empty index: the URLs carry a new port each run, so old entries would match."""
+def clean_output(start_url: str) -> None:
+    """Keep the last run's items for comparison, and its index when the site is at the same address
+    (on another port every URL is new, and each page would be a copy of its old address)."""
     OUTPUT.mkdir(exist_ok=True)
-    for path in (ITEMS, REPORT, STATS, LOG):
+    PREVIOUS_ITEMS.unlink(missing_ok=True)
+    if ITEMS.exists():
+        ITEMS.rename(PREVIOUS_ITEMS)
+    for path in (REPORT, STATS, LOG):
         path.unlink(missing_ok=True)
+    if SITE_URL.exists() and SITE_URL.read_text(encoding="utf-8") == start_url:
+        return
     for path in OUTPUT.glob(DB.name + "*"):  # the database with its -wal and -shm files
         if path.is_dir():
             shutil.rmtree(path)
         else:
             path.unlink()
+    SITE_URL.write_text(start_url, encoding="utf-8")
+
+
+def compare_with_previous(items: list[dict[str, Any]]) -> str | None:
+    """A line saying whether this run stored the same items as the last one, or None on a first run."""
+    if not PREVIOUS_ITEMS.exists():
+        return None
+    previous = sorted(
+        json.loads(line)["url"] for line in PREVIOUS_ITEMS.read_text(encoding="utf-8").splitlines()
+    )
+    now = sorted(item["url"] for item in items)
+    if previous == now:
+        return f"Same {len(now)} items as the previous run."
+    gone, new = sorted(set(previous) - set(now)), sorted(set(now) - set(previous))
+    return (
+        f"Items differ from the previous run: {len(gone)} missing now {gone[:5]}, {len(new)} new {new[:5]}."
+    )
 
 
 def crawl(start_url: str, extra: list[str]) -> tuple[int, float]:
@@ -193,9 +225,9 @@ def main() -> int:
     parser.add_argument("scrapy_args", nargs="*", help="after --: extra arguments for scrapy crawl")
     args = parser.parse_args()
 
-    clean_output()
     server = serve(SITE)
     start_url = f"http://127.0.0.1:{server.server_address[1]}/"
+    clean_output(start_url)
     print(f"Serving {SITE.relative_to(HERE.parent)}/ at {start_url}")
     try:
         code, seconds = crawl(start_url, args.scrapy_args)
@@ -240,6 +272,9 @@ def main() -> int:
             print(f"  {problem}")
     elif stats:
         print(f"\nGround truth (site/truth.json): all {truth_pages} URLs as expected.")
+    same = compare_with_previous(items) if stats else None
+    if same:
+        print(same)
 
     if failures:
         print("\nThe crawl FAILED: " + "; ".join(failures), file=sys.stderr)

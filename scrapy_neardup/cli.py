@@ -31,8 +31,9 @@ from .verify import DECISION_ORDER, Comparison, compare
 
 def fingerprint_page(config: DedupConfig, page: Page, methods: frozenset[str] | None = None) -> Fingerprint:
     """A saved page's fingerprint; pages that are already text skip the HTML extractor."""
+    extractor = "text" if page.is_text else None
     return fingerprint(
-        page.body, config, content_type=page.content_type, methods=methods, is_text=page.is_text
+        page.body, config, content_type=page.content_type, methods=methods, extractor=extractor
     )
 
 
@@ -287,10 +288,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return args.run(args)
+        code = args.run(args)
+        sys.stdout.flush()  # here, so a closed pipe is met inside the try
+        return code
     except NearDupError as exc:
         print(f"scrapy-neardup: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader went away (``| head``): stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -72,16 +72,16 @@ def fingerprint(
     content_type: str | None = None,
     stats: CollectionStats | None = None,
     methods: frozenset[str] | None = None,
-    is_text: bool = False,
+    extractor: str | None = None,
 ) -> Fingerprint:
     """Decode, extract, tokenize and sign one page.
 
     ``methods`` overrides which signatures are computed (``compare`` asks for all);
-    ``stats`` are the collection's document frequencies for I-Match; ``is_text`` says the
-    body is main text already (an item's text field, a .txt file): no HTML extractor runs.
+    ``stats`` are the collection's document frequencies for I-Match; ``extractor``
+    overrides the configured one (``text`` for a body that is main text already).
     """
-    if is_text:
-        config = dataclasses.replace(config, extractor="text")
+    if extractor is not None:
+        config = dataclasses.replace(config, extractor=extractor)
     wanted = needed_methods(config) if methods is None else methods
     body_hash = raw_hash(body)
     try:

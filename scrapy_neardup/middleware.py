@@ -32,7 +32,8 @@ class NearDupDownloaderMiddleware:
     verdict as a plain dict (for every judged page, duplicate or not).
 
     A page crawled before (the same canonical URL) is a revisit, never a duplicate of
-    itself: unchanged, it passes (``NEARDUP_DROP_UNCHANGED`` drops it instead).
+    itself: unchanged, it passes, so its links are followed (``NEARDUP_DROP_UNCHANGED``
+    drops its items in the pipeline).
 
     Meta keys read: ``neardup_skip`` (True: pass the response untouched, unjudged).
     Log line (DEBUG, once unless ``NEARDUP_DEBUG``): ``Filtered near-duplicate <url> of
@@ -55,8 +56,8 @@ class NearDupDownloaderMiddleware:
         reason = self.skip_reason(request, response)
         if reason:
             self.runtime.skipped(reason)
-            if reason == "opted_out":  # nor are the page's items judged by the pipeline
-                request.meta[PAGE_VERDICT] = Verdict(response.url, None, False, skip_reason=reason)
+            # Nor are the page's items judged (or counted again) by the pipeline.
+            request.meta[PAGE_VERDICT] = Verdict(response.url, None, False, skip_reason=reason)
             return response
         verdict = await self.runtime.judge(response.url, response.body, _content_type(response))
         request.meta[PAGE_VERDICT] = verdict  # for NearDupSpiderMiddleware: the page's items
@@ -85,6 +86,7 @@ class NearDupDownloaderMiddleware:
 
 
 def why_dropped(verdict: Verdict) -> str:
+    """The reason a dropped request or item gives."""
     if verdict.duplicate:
         return f"near-duplicate of {verdict.duplicate_of_url}"
     return "unchanged since an earlier crawl (NEARDUP_DROP_UNCHANGED)"

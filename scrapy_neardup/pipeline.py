@@ -11,7 +11,7 @@ from scrapy.exceptions import DropItem, NotConfigured
 from .index import Verdict
 from .middleware import why_dropped
 from .runtime import NearDupRuntime
-from .text import looks_like_html
+from .text import item_extractor
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -40,8 +40,9 @@ class NearDupPipeline:
     middleware judged reuses that verdict, so no page is fingerprinted twice. Any other
     item is judged by its ``NEARDUP_ITEM_FIELD`` (by default the first of ``html``,
     ``body``, ``text``, ``content`` it has): a value that starts with a tag or holds a
-    common one (``<p>``, ``<div>``, ...) is HTML and goes through the extractor, any other
-    is taken as main text as it is. Drop mode raises
+    common one (``<p>``, ``<div>``, ...) is HTML: a whole page goes through the configured
+    extractor, a fragment (no ``<html>`` or ``<body>``) through ``plain``; any other value
+    is main text as it is. Drop mode raises
     ``NearDuplicateItem`` (a ``DropItem``, logged at DEBUG); tag mode stores the verdict
     dict in ``NEARDUP_TAG_FIELD`` (default ``neardup``). Items with neither a known page
     nor a content field pass unchanged and count as ``neardup/skipped/no_content``.
@@ -71,10 +72,10 @@ class NearDupPipeline:
                 self.runtime.skipped("no_content")
                 return item
             self._items += 1
-            is_text = not looks_like_html(content)
-            verdict = await self.runtime.judge(url or f"item:{self._items}", content, is_text=is_text)
-        what = self.runtime.action_on(verdict)
-        if what is not None and not (reused and what == "tagged"):
+            extractor = item_extractor(content)
+            verdict = await self.runtime.judge(url or f"item:{self._items}", content, extractor=extractor)
+        what = self.runtime.action_on(verdict, item=True)
+        if what is not None and not (reused and what == "tagged"):  # tags are counted by the page
             self.runtime.acted(verdict, what)
         if what == "dropped":
             raise NearDuplicateItem(verdict)

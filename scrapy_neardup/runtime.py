@@ -183,7 +183,7 @@ class NearDupRuntime:
     # --- judging ------------------------------------------------------------------------
 
     async def judge(
-        self, url: str, body: bytes | str, content_type: str | None = None, is_text: bool = False
+        self, url: str, body: bytes | str, content_type: str | None = None, extractor: str | None = None
     ) -> Verdict:
         """Check one page: raw copies first, then a fingerprint (in a worker when configured).
 
@@ -194,18 +194,20 @@ class NearDupRuntime:
             copy = self.detector.check_raw(url, body)
             if copy is not None:
                 return self.remember(copy)
-            fp = await self._fingerprint(body, content_type, is_text)
+            fp = await self._fingerprint(body, content_type, extractor)
             return self.remember(self.detector.check(url, fp=fp))
         except Exception:
             logger.exception("scrapy-neardup: could not judge %s; passing it on unjudged", url)
             self.skipped("error")
             return Verdict(url, None, False, skip_reason="error")
 
-    async def _fingerprint(self, body: bytes | str, content_type: str | None, is_text: bool) -> Fingerprint:
+    async def _fingerprint(
+        self, body: bytes | str, content_type: str | None, extractor: str | None
+    ) -> Fingerprint:
         pool = self._workers()
         if pool is None:
-            return fingerprint(body, self.config, content_type=content_type, is_text=is_text)
-        future = pool.submit(fingerprint, body, self.config, content_type=content_type, is_text=is_text)
+            return fingerprint(body, self.config, content_type=content_type, extractor=extractor)
+        future = pool.submit(fingerprint, body, self.config, content_type=content_type, extractor=extractor)
         return await asyncio.wrap_future(future)
 
     def _workers(self) -> ProcessPoolExecutor | None:
@@ -245,10 +247,15 @@ class NearDupRuntime:
             )  # fmt: skip
         return verdict
 
-    def action_on(self, verdict: Verdict) -> str | None:
-        """``dropped``, ``tagged`` or None (let through untagged) for a verdict, by the settings."""
-        drop = verdict.duplicate or (verdict.revisit == "unchanged" and self.settings.drop_unchanged)
-        if not drop:
+    def action_on(self, verdict: Verdict, item: bool = False) -> str | None:
+        """``dropped``, ``tagged`` or None (passed as it is) for a page's verdict, or its ``item``'s.
+
+        An unchanged revisit's page always passes, so its links are followed; with
+        NEARDUP_DROP_UNCHANGED its items are dropped, whatever the action.
+        """
+        if item and verdict.revisit == "unchanged" and not verdict.duplicate and self.settings.drop_unchanged:
+            return "dropped"
+        if not verdict.duplicate:
             return None
         return "dropped" if self.settings.action == "drop" else "tagged"
 

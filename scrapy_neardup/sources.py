@@ -7,6 +7,7 @@ rest of the input. A path that cannot be read at all raises ``InputError`` namin
 from __future__ import annotations
 
 import gzip
+import html
 import json
 import logging
 import re
@@ -14,6 +15,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urljoin
 
 from .exceptions import InputError
 from .text import looks_like_html
@@ -99,7 +101,7 @@ def read_page_file(path: str | Path, url: str | None = None) -> Page:
     url = url or path.name
     url = url[:-3] if url.lower().endswith(".gz") else url
     if kind == "html":
-        url = canonical_url(body) or url
+        url = canonical_url(body, url) or url
     return Page(url, body, source, is_text=kind == "text")
 
 
@@ -116,13 +118,14 @@ def _read_file(path: Path, relative: str, field: str | None) -> Iterator[Page]:
             logger.warning("skipped %s", exc)
 
 
-def canonical_url(body: bytes) -> str | None:
-    """The ``<link rel=canonical href=...>`` of a page's head, if any."""
+def canonical_url(body: bytes, base: str = "") -> str | None:
+    """The ``<link rel=canonical href=...>`` of a page's head, unescaped and joined to ``base``."""
     head = body[:65536]
     for tag in _CANONICAL.finditer(head):
         href = _HREF.search(tag.group(0))
         if href:
-            return href.group(1).decode("utf-8", errors="replace").strip() or None
+            value = html.unescape(href.group(1).decode("utf-8", errors="replace")).strip()
+            return urljoin(base, value) if value else None
     return None
 
 

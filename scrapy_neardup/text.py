@@ -33,6 +33,7 @@ _HTML_TAG = re.compile(
     rb"<(?:!doctype|html|head|body|p|div|br|span|article|section|main|table|ul|ol|li|h[1-6]|a|title|meta)\b[^>]*>",
     re.IGNORECASE,
 )
+_PAGE_TAG = re.compile(rb"<(?:!doctype|html|head|body)\b", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|(?<=[。！？；])|[\r\n]+")
 
 # Magic numbers of bodies that are certainly not HTML: images, PDF, archives, fonts, media.
@@ -179,6 +180,16 @@ def looks_like_html(value: bytes | str) -> bool:
     head = value[:8192]
     head = head.encode("utf-8", errors="replace") if isinstance(head, str) else head
     return head.lstrip()[:1] == b"<" or bool(_HTML_TAG.search(head))
+
+
+def item_extractor(value: bytes | str) -> str | None:
+    """The extractor for an item's field: None (the configured one) for a page, ``plain`` for an HTML
+    fragment, whose few tags give a main-text extractor nothing to go on, ``text`` for plain text."""
+    if not looks_like_html(value):
+        return "text"
+    head = value[:8192]
+    head = head.encode("utf-8", errors="replace") if isinstance(head, str) else head
+    return None if _PAGE_TAG.search(head) else "plain"
 
 
 def page_title(html: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -17,6 +18,10 @@ def test_drop_mode_keeps_duplicates_from_the_spider_items_and_feed(tmp_path, sit
     result = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_DB": str(db), "NEARDUP_REPORT": str(report)})
     stats_match_truth(result["stats"])
     assert result["stats"]["neardup/report"] == str(report) and "<svg" in report.read_text()
+    page = report.read_text()
+    assert '<div class="l">share dropped</div>' in page
+    data = json.loads(re.search(r'<script type="application/json" id="nd-data">(.*?)</script>', page)[1])
+    assert all(m[7] >= 0 for _, members in data["clusters"] for m in members)  # every text shown
     assert result["stats"]["neardup/dropped"] == 5
     parsed = {path_of(u) for u in result["parsed"]}
     assert parsed.isdisjoint(expected("duplicate"))
@@ -38,8 +43,11 @@ def test_drop_mode_keeps_duplicates_from_the_spider_items_and_feed(tmp_path, sit
 
 
 def test_tag_mode_lets_everything_through_with_the_verdict(tmp_path, site):
-    settings = {**ADDON, "NEARDUP_DB": str(tmp_path / "tag.sqlite"), "NEARDUP_ACTION": "tag"}
+    report = tmp_path / "tag.html"
+    settings = {**ADDON, "NEARDUP_ACTION": "tag", "NEARDUP_REPORT": str(report)}
+    settings["NEARDUP_DB"] = str(tmp_path / "tag.sqlite")
     result = crawl(tmp_path, [site + "/"], settings)
+    assert '<div class="l">share tagged</div>' in report.read_text()
     stats_match_truth(result["stats"])
     # Counted once a duplicate page (its item is tagged from the page's verdict, not counted again).
     assert result["stats"]["neardup/tagged"] == 5 and "neardup/dropped" not in result["stats"]

@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -262,7 +263,7 @@ def test_html_report_is_self_contained_with_figures_charts_and_data(small_db, tm
     csp = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]+)">', page).group(1)
     assert "default-src &#x27;none&#x27;" in csp and "script-src &#x27;sha256-" in csp
     # the figures
-    for figure, label in (("10", "documents seen"), ("3", "duplicates"), ("30.0%", "share dropped"),
+    for figure, label in (("10", "documents seen"), ("3", "duplicates"), ("30.0%", "share duplicate"),
                           ("2", "clusters"), ("1", "not judged")):  # fmt: skip
         assert f'<div class="n">{figure}</div><div class="l">{label}</div>' in page
     # three charts: cluster sizes, similarity per method with its threshold, duplicates per host
@@ -329,6 +330,18 @@ def test_format_from_the_output_suffix_and_errors(small_db, tmp_path, capsys):
     assert "invalid choice: 'newest'" in capsys.readouterr().err
     assert main(["report", "--db", str(small_db), "--text-budget", "-1"]) == 2
     assert "--text-budget" in capsys.readouterr().err
+
+
+def test_report_piped_into_head_stops_quietly(small_db):
+    """``scrapy-neardup report --db X | head -1``: no BrokenPipeError traceback."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "scrapy_neardup.cli", "report", "--db", str(small_db), "--format", "csv"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    proc.stdout.close()  # as head does after its first lines
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=60)
+    assert "Traceback" not in err and "BrokenPipe" not in err
 
 
 def test_progress_bar_draws_only_when_enabled(small_db):

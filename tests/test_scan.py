@@ -128,6 +128,8 @@ def test_canonical_url_names_a_document():
     head = b'<html><head><link href="https://x.example/story" rel="canonical"></head><body>x</body></html>'
     assert canonical_url(head) == "https://x.example/story"
     assert canonical_url(b"<html><head></head></html>") is None
+    relative = b'<head><link rel="canonical" href="/story?a=1&amp;b=2"></head>'
+    assert canonical_url(relative, "https://x.example/news/print.html") == "https://x.example/story?a=1&b=2"
 
 
 @pytest.mark.parametrize(

@@ -159,6 +159,7 @@ class ClusterSet:
     skipped: int
     settings: dict[str, Any]
     thresholds: dict[str, float]
+    action: str | None = None  # what the latest crawl did with duplicates: drop, tag, or None (a scan)
 
     def members_by_id(self) -> dict[int, tuple[ReportCluster, Member]]:
         """Each clustered page's cluster and record (the CSV looks up every row here)."""
@@ -219,4 +220,5 @@ def load_clusters(index: Index, policy: str = "first-seen", progress: Progress |
         skipped=counts["skipped"],
         settings=config.shaping() if config is not None else {},
         thresholds=similarity_thresholds(config) if config is not None else {},
+        action=index.last_action() if hasattr(index, "last_action") else None,
     )

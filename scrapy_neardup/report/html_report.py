@@ -112,9 +112,12 @@ def summary_html(clusters: ClusterSet, t: Tally) -> str:
     """The figures that matter first, then duplicates by method against each method's threshold."""
     docs, dups = clusters.documents, clusters.duplicates
     share = f"{dups / docs:.1%}" if docs else "0%"
+    # The words follow what the crawl did with duplicates (a scanned index only found them).
+    share_label = {"drop": "share dropped", "tag": "share tagged"}.get(clusters.action or "")
+    share_label = share_label or "share duplicate"
     in_clusters = sum(c.size for c in clusters.clusters)
     figures = [
-        ("documents seen", f"{docs:,}"), ("duplicates", f"{dups:,}"), ("share dropped", share),
+        ("documents seen", f"{docs:,}"), ("duplicates", f"{dups:,}"), (share_label, share),
         ("clusters", f"{len(clusters.clusters):,}"), ("pages in clusters", f"{in_clusters:,}"),
         ("not judged", f"{clusters.skipped:,}"),
     ]  # fmt: skip
@@ -305,6 +308,8 @@ def write_texts(
             lookups += 1
             progress.tick()
             text = index.text(member.id)
+            if text is None and member.method == "exact" and member.duplicate_of is not None:
+                text = index.text(member.duplicate_of)  # a byte-identical copy keeps no text of its own
             if text is None:
                 keys[member.id] = NO_TEXT
                 continue
