@@ -1,15 +1,17 @@
 """Pages lost to SIGKILLs and JOBDIR resumes, with and without the add-on, on the same kill pattern.
 
-    python benchmarks/kill_resume.py [--kills 3] [--after 3.0] [--rounds 2]
+    python benchmarks/kill_resume.py [--kills 3] [--every 120] [--rounds 2]
 
-Builds a site of the 181 aeb articles, each under three URLs (the article, a print version
-under another template, the article with a tracking parameter), linked from listing pages,
-and serves it on 127.0.0.1. Each configuration crawls it with a JOBDIR, is killed with
-SIGKILL ``--kills`` times, ``--after`` seconds into each run, and is then resumed to the end;
-every run writes its own feed. Printed per configuration: the article groups (an article and
-its copies) that reach the union of the feeds, the groups lost, and the groups stored more
-than once. Scrapy alone loses what its buffers held at the kill (feed exports, the
-``requests.seen`` file); the add-on must lose nothing more.
+Builds a site of the aeb articles, each under three URLs (the article, a print version under
+another template, the article with a tracking parameter), linked from listing pages, and
+serves it on 127.0.0.1. Each configuration crawls it with a JOBDIR and is killed with SIGKILL
+``--kills`` times, each time after the server has answered ``--every`` more requests (the
+same kill pattern for both); then the job is resumed to its end, and then crawled once more
+with a new JOBDIR on the same index (a re-run). Every run writes its own feed. Printed per
+configuration and phase: the article groups (an article and its copies) in the union of the
+feeds so far, the groups lost, and the groups stored more than once. Scrapy alone loses
+what a kill catches in its buffers (feed exports, ``requests.seen``, the disk queue's state);
+the add-on must lose nothing more.
 """
 
 from __future__ import annotations
@@ -36,9 +38,17 @@ RUNNER = REPO / "tests" / "crawl_runner.py"
 PER_LIST = 20
 
 
-class Quiet(SimpleHTTPRequestHandler):
+class Counting(SimpleHTTPRequestHandler):
+    """Serves the site quietly and counts the requests answered (the kill pattern's clock)."""
+
+    served = 0
+
     def log_message(self, *args: object) -> None:
         pass
+
+    def do_GET(self) -> None:
+        type(self).served += 1
+        super().do_GET()
 
 
 def build_site(root: Path) -> int:
@@ -71,8 +81,8 @@ def build_site(root: Path) -> int:
     return len(bodies)
 
 
-def run(work: Path, name: str, site: str, settings: dict, kill_after: float | None) -> Path:
-    """One crawl of the job in ``work``; killed after ``kill_after`` seconds, else to the end."""
+def run(work: Path, name: str, site: str, settings: dict, kill_after: int | None) -> Path:
+    """One crawl in ``work``; killed once the server answered ``kill_after`` more requests, else run out."""
     feed = work / f"{name}.jsonl"
     config = work / f"{name}.json"
     settings = {**settings, "FEEDS": {str(feed): {"format": "jsonlines"}}, "LOG_LEVEL": "WARNING"}
@@ -82,10 +92,13 @@ def run(work: Path, name: str, site: str, settings: dict, kill_after: float | No
     proc = subprocess.Popen([sys.executable, str(RUNNER), str(config)], cwd=work, stderr=subprocess.DEVNULL)
     if kill_after is None:
         proc.wait(timeout=1800)
-    else:
-        time.sleep(kill_after)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
+        return feed
+    until = Counting.served + kill_after
+    while Counting.served < until and proc.poll() is None:
+        time.sleep(0.01)
+    if proc.poll() is None:  # else it finished first: nothing left to kill
+        proc.send_signal(signal.SIGKILL)
+    proc.wait()
     return feed
 
 
@@ -109,12 +122,14 @@ def groups_out(feeds: list[Path]) -> Counter[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kills", type=int, default=3)
-    parser.add_argument("--after", type=float, default=3.0, help="seconds into each run before its kill")
+    parser.add_argument(
+        "--every", type=int, default=120, help="requests answered in each run before its kill"
+    )
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="kill-resume-"))
     groups = build_site(base / "site")
-    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(Quiet, directory=str(base / "site")))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(Counting, directory=str(base / "site")))
     Thread(target=server.serve_forever, daemon=True).start()
     site = f"http://127.0.0.1:{server.server_address[1]}"
     common = {"CONCURRENT_REQUESTS": 4, "NEARDUP_MIN_TOKENS": 30}
@@ -122,23 +137,24 @@ def main() -> None:
         "scrapy alone": common,
         "with the add-on (drop)": {**common, "ADDONS": {"scrapy_neardup.NearDupAddon": 0}},
     }
-    print(
-        f"{groups} article groups of 3 URLs; {args.kills} kills {args.after:g} s into each run, then a resume"
-    )
-    print(
-        f"{'configuration':<26}{'round':>6}{'groups stored':>15}{'lost':>6}{'stored twice+':>15}{'items':>7}"
-    )
+    print(f"{groups} article groups of 3 URLs; {args.kills} kills, each {args.every} requests into a run")
+    header = ("configuration", "round", "after", "groups", "lost", "stored 2+", "items")
+    print("{:<23}{:>5}  {:<8}{:>7}{:>6}{:>10}{:>7}".format(*header))
     for round_ in range(args.rounds):
         for name, settings in configs.items():  # interleaved, so both meet the same machine state
             work = base / f"{name.split()[0]}-{round_}"
             work.mkdir()
-            settings = {**settings, "JOBDIR": str(work / "job")}
-            feeds = [run(work, f"killed-{k}", site, settings, args.after) for k in range(args.kills)]
-            feeds.append(run(work, "final", site, settings, None))
-            out = groups_out(feeds)
-            items = sum(out.values())
-            twice = sum(1 for n in out.values() if n > 1)
-            print(f"{name:<26}{round_:>6}{len(out):>15}{groups - len(out):>6}{twice:>15}{items:>7}")
+            settings = {**settings, "JOBDIR": str(work / "job"), "NEARDUP_DB": str(work / "index.sqlite")}
+            feeds = [run(work, f"killed-{k}", site, settings, args.every) for k in range(args.kills)]
+            feeds.append(run(work, "resumed", site, settings, None))
+            phases = [("resume", list(feeds))]
+            feeds.append(run(work, "rerun", site, {**settings, "JOBDIR": str(work / "job2")}, None))
+            phases.append(("re-run", feeds))
+            for phase, so_far in phases:
+                out = groups_out(so_far)
+                items, twice = sum(out.values()), sum(1 for n in out.values() if n > 1)
+                row = (name, round_, phase, len(out), groups - len(out), twice, items)
+                print("{:<23}{:>5}  {:<8}{:>7}{:>6}{:>10}{:>7}".format(*row))
     server.shutdown()
     shutil.rmtree(base, ignore_errors=True)
 

@@ -239,7 +239,7 @@ class NearDupRuntime:
             self.stats.inc_value("neardup/revisits")
             if verdict.revisit == "changed":
                 self.stats.inc_value("neardup/revisits/changed")
-        if verdict.unconfirmed:
+        if verdict.unconfirmed and verdict.revisit is None:
             self.stats.inc_value("neardup/unconfirmed")
             logger.info(
                 "scrapy-neardup: let %s through: it matches %s, which a crawl that never closed admitted "
@@ -251,9 +251,11 @@ class NearDupRuntime:
         """``dropped``, ``tagged`` or None (passed as it is) for a page's verdict, or its ``item``'s.
 
         An unchanged revisit's page always passes, so its links are followed; with
-        NEARDUP_DROP_UNCHANGED its items are dropped, whatever the action.
+        NEARDUP_DROP_UNCHANGED its items are dropped, whatever the action, unless a crawl that
+        never closed admitted it (its item may have been lost with that crawl).
         """
-        if item and verdict.revisit == "unchanged" and not verdict.duplicate and self.settings.drop_unchanged:
+        unchanged = verdict.revisit == "unchanged" and not (verdict.duplicate or verdict.unconfirmed)
+        if item and unchanged and self.settings.drop_unchanged:
             return "dropped"
         if not verdict.duplicate:
             return None

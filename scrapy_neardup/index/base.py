@@ -25,8 +25,8 @@ class Verdict:
     # as, or near its own earlier version (then it is no duplicate unless it was one of another
     # page before), "changed" when it was judged again and its record updated.
     revisit: str | None = None
-    # Let through although it matches ``duplicate_of``: that page was admitted by a crawl that
-    # never closed, so its item may never have been stored.
+    # Let through although it matches ``duplicate_of`` (or, for a revisit, its own record): that
+    # page was admitted by a crawl that never closed, so its item may never have been stored.
     unconfirmed: bool = False
 
     @property

@@ -663,6 +663,7 @@ class SQLiteIndex:
                 compare(probe, _row_fingerprint(own[0]), self.config, self._verify_methods) if own else None
             )
             if same is not None and same.duplicate:  # unchanged, or a near-duplicate of its own version
+                unconfirmed = bool(self._unconfirmed([earlier.id]))  # its item may be lost: not to drop
                 self.db.execute("UPDATE documents SET run = ? WHERE id = ?", (self._run, earlier.id))
                 return Verdict(
                     url,
@@ -671,6 +672,7 @@ class SQLiteIndex:
                     similarity=same.similarity,
                     method=same.method,
                     revisit="unchanged",
+                    unconfirmed=unconfirmed,
                 )
         order = self._walk(probe.spots) if self._spot_searched(probe.spots) else None
         own_ids = earlier.ids if earlier is not None else frozenset()
