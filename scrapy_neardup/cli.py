@@ -12,6 +12,7 @@ import itertools
 import json
 import multiprocessing
 import os
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,19 +20,29 @@ from typing import Any
 from . import __version__
 from .config import METHODS, DedupConfig
 from .detector import Detector
-from .exceptions import InputError, NearDupError
+from .exceptions import IndexFileError, InputError, NearDupError
 from .fingerprint import Fingerprint, fingerprint
-from .index import SQLiteIndex
+from .index import SQLiteIndex, Verdict
 from .report import FORMATS, format_for, render_report, write_report
 from .report.clusters import CANONICAL_POLICIES, load_clusters
 from .report.html_report import TEXT_BUDGET
-from .sources import Page, read_page_file, read_pages
+from .sources import Page, Skips, check_input, read_page_file, read_pages
 from .verify import DECISION_ORDER, Comparison, compare
 
 
 def fingerprint_page(config: DedupConfig, page: Page, methods: frozenset[str] | None = None) -> Fingerprint:
-    """A saved page's fingerprint; pages that are already text skip the HTML extractor."""
+    """A saved page's fingerprint; pages that are already text skip the HTML extractor. A page
+    that breaks the fingerprint path is a page not judged (``error``), not a stopped scan."""
     extractor = "text" if page.is_text else None
+    try:
+        return _fingerprint_page(config, page, methods, extractor)
+    except Exception as exc:  # MemoryError, RecursionError, a library bug on one page
+        return Fingerprint(skip_reason="error", skip_detail=f"{type(exc).__name__}: {exc}"[:300])
+
+
+def _fingerprint_page(
+    config: DedupConfig, page: Page, methods: frozenset[str] | None, extractor: str | None
+) -> Fingerprint:
     return fingerprint(
         page.body, config, content_type=page.content_type, methods=methods, extractor=extractor
     )
@@ -230,23 +241,35 @@ def _options(args: argparse.Namespace) -> DedupConfig:
 def run_scan(args: argparse.Namespace) -> int:
     if args.batch < 1:
         raise InputError(f"--batch: must be at least 1, got {args.batch}")
+    if args.workers < 0:
+        raise InputError(f"--workers: must be 0 or more, got {args.workers}")
     config = _options(args)
+    for path in args.paths:  # before the index file is made
+        check_input(path)
     counts = {"scanned": 0, "duplicates": 0, "skipped": 0, "already": 0}
+    skips = Skips()
     progress = sys.stderr.isatty()
     pool = multiprocessing.get_context("spawn").Pool(args.workers) if args.workers > 0 else None
     sign = functools.partial(fingerprint_page, config)  # picklable: config is a frozen dataclass
     try:
         with Detector.open(args.db, config) as detector:
-            pages = (page for path in args.paths for page in read_pages(path, args.field))
+            pages = (
+                page for path in args.paths for page in read_pages(path, args.field, skips, config.max_body)
+            )
             while chunk := list(itertools.islice(pages, args.batch)):
-                fresh = [p for p in chunk if not detector.index.contains_source(p.source)]
+                fresh = list(
+                    {p.source: p for p in chunk if not detector.index.contains_source(p.source)}.values()
+                )
                 counts["already"] += len(chunk) - len(fresh)
                 fps = pool.map(sign, fresh, chunksize=8) if pool else map(sign, fresh)
                 with detector.index.batch():
                     for page, fp in zip(fresh, fps, strict=True):
-                        verdict = detector.check(page.url, fp=fp, source=page.source)
-                        counts["scanned"] += 1
-                        counts["duplicates"] += verdict.duplicate
+                        verdict = _record_page(detector, page, fp, skips)
+                        if verdict is None:
+                            continue
+                        already = verdict.revisit is not None  # another scan recorded it meanwhile
+                        counts["already" if already else "scanned"] += 1
+                        counts["duplicates"] += verdict.duplicate and not already
                         counts["skipped"] += not verdict.judged
                 if progress:
                     print(f"\rscanned {counts['scanned']} pages, {counts['duplicates']} duplicates",
@@ -257,13 +280,28 @@ def run_scan(args: argparse.Namespace) -> int:
             pool.terminate()
     if progress:
         print(file=sys.stderr)
+    unread = sum(skips.counts.values())
+    reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(skips.counts.items()))
     print(
         f"scanned {counts['scanned']} pages ({counts['already']} already in the index): "
-        f"{counts['duplicates']} duplicates, {counts['skipped']} not judged.\n"
-        f"index {args.db}: {summary.documents} documents, {summary.duplicates} duplicates, "
+        f"{counts['duplicates']} duplicates, {counts['skipped']} not judged"
+        + (f"; {unread} records skipped ({reasons})" if unread else "")
+        + f".\nindex {args.db}: {summary.documents} documents, {summary.duplicates} duplicates, "
         f"{len(summary.clusters)} clusters."
     )
-    return 0
+    return 1 if unread and not counts["scanned"] and not counts["already"] else 0
+
+
+def _record_page(detector: Detector, page: Page, fp: Fingerprint, skips: Skips) -> Verdict | None:
+    """Check and record one page; a failure of this page alone is skipped and counted, a failure
+    of the index (a full disk, a corrupt file) stops the scan with a one-line error."""
+    try:
+        return detector.check(page.url, fp=fp, source=page.source)
+    except sqlite3.Error as exc:
+        raise IndexFileError(detector.index.path, f"failed while recording pages ({exc})") from None
+    except Exception as exc:
+        skips("error", page.source, f"could not be recorded ({type(exc).__name__}: {exc})"[:300])
+        return None
 
 
 def run_report(args: argparse.Namespace) -> int:

@@ -24,7 +24,11 @@ class MissingExtraError(NearDupError, ImportError):
 
 
 class InputError(NearDupError):
-    """A file or value given on the command line cannot be read as a page."""
+    """A file or value given on the command line cannot be read as a page; ``reason`` is a short key."""
+
+    def __init__(self, message: str, reason: str = "unreadable") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class SkipPage(NearDupError):

@@ -5,6 +5,8 @@ from __future__ import annotations
 from functools import lru_cache
 from urllib.parse import urlsplit
 
+from .text import storable
+
 
 @lru_cache(maxsize=1)
 def _extractor():
@@ -36,4 +38,4 @@ def url_key(url: str) -> str | None:
     try:
         return canonicalize_url(url)
     except (ValueError, UnicodeError):
-        return url
+        return storable(url)

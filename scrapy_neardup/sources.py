@@ -10,15 +10,18 @@ import gzip
 import html
 import json
 import logging
+import os
 import re
+import stat
 import zlib
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urljoin
 
 from .exceptions import InputError
-from .text import looks_like_html
+from .text import looks_like_html, storable
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +30,7 @@ TEXT_SUFFIXES = (".txt",)
 FEED_SUFFIXES = (".jl", ".jsonl")
 WARC_SUFFIXES = (".warc",)
 FEED_FIELDS = ("html", "body", "text", "content")
+MAX_BODY = 5_000_000  # DedupConfig.max_body's default
 _CANONICAL = re.compile(
     rb"""<link\b[^>]*\brel\s*=\s*["']?canonical["']?[^>]*>""", re.IGNORECASE
 )  # fmt: skip
@@ -58,64 +62,118 @@ def _kind(path: Path) -> str | None:
     return None
 
 
-def read_pages(path: str | Path, field: str | None = None) -> Iterator[Page]:
-    """Every page under ``path``: a file of a known kind or a folder of them (recursively)."""
+class Skips:
+    """Records the readers could not read, by reason; each is logged once with its file and position."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+
+    def __call__(self, reason: str, where: str, why: str) -> None:
+        logger.warning("skipped %s: %s", where, why)
+        self.counts[reason] += 1
+
+
+def _name(path: Path) -> str:
+    return storable(str(path))
+
+
+def check_input(path: str | Path) -> None:
+    """``InputError`` for a path the scan cannot read at all, before anything is written."""
     path = Path(path)
-    if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.is_file() and _kind(p) in ("html", "text"))
-        for file in files:
-            yield from _read_file(file, file.relative_to(path).as_posix(), field)
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise InputError(f"{_name(path)}: no such file or folder") from None
+    except OSError as exc:
+        raise InputError(f"{_name(path)}: cannot read it ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(mode):
+        if not os.access(path, os.R_OK | os.X_OK):
+            raise InputError(f"{_name(path)}: cannot read the folder (permission denied)")
         return
-    if not path.exists():
-        raise InputError(f"{path}: no such file or folder")
+    if not stat.S_ISREG(mode):
+        raise InputError(f"{_name(path)}: not a regular file (a pipe or a device cannot be scanned)")
     if _kind(path) is None:
         raise InputError(
-            f"{path}: unsupported file type; expected .html, .htm, .xhtml, .txt, .jl, .jsonl or .warc "
+            f"{_name(path)}: unsupported file type; expected .html, .htm, .xhtml, .txt, .jl, .jsonl or .warc "
             "(optionally .gz), or a folder"
         )
-    yield from _read_file(path, path.name, field)
+    if not os.access(path, os.R_OK):
+        raise InputError(f"{_name(path)}: cannot read it (permission denied)")
 
 
-def _open_bytes(path: Path) -> bytes:
+def read_pages(
+    path: str | Path, field: str | None = None, skips: Skips | None = None, max_body: int = MAX_BODY
+) -> Iterator[Page]:
+    """Every page under ``path``: a file of a known kind or a folder of them (recursively).
+
+    What cannot be read is logged and counted in ``skips`` (by reason), and reading goes on.
+    """
+    path = Path(path)
+    skips = skips if skips is not None else Skips()
+    check_input(path)
+    if not path.is_dir():
+        yield from _read_file(path, path.name, field, skips, max_body)
+        return
+
+    def unreadable(exc: OSError) -> None:
+        skips(
+            "unreadable", _name(Path(exc.filename or path)), f"cannot read the folder ({exc.strerror or exc})"
+        )
+
+    for folder, dirs, names in os.walk(path, onerror=unreadable):
+        dirs.sort()
+        for name in sorted(names):
+            file = Path(folder) / name
+            if _kind(file) in ("html", "text") and file.is_file():
+                yield from _read_file(file, file.relative_to(path).as_posix(), field, skips, max_body)
+
+
+def _read_bytes(path: Path, max_body: int) -> bytes:
+    """A saved file's bytes (decompressed for .gz), at most ``max_body`` of them read."""
+    gz = path.name.lower().endswith(".gz")
     try:
-        data = path.read_bytes()
+        if not gz and path.stat().st_size > max_body:
+            raise InputError(f"{_name(path)}: {path.stat().st_size} bytes > max_body {max_body}", "too_large")
+        with gzip.open(path, "rb") if gz else path.open("rb") as handle:
+            data = handle.read(max_body + 1)
+    except InputError:
+        raise
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise InputError(f"{_name(path)}: not a valid gzip file ({exc})", "damaged") from None
     except OSError as exc:
-        raise InputError(f"{path}: cannot read it ({exc.strerror or exc})") from None
-    if not path.name.lower().endswith(".gz"):
-        return data
-    try:
-        return gzip.decompress(data)
-    except (OSError, EOFError, zlib.error) as exc:
-        raise InputError(f"{path}: not a valid gzip file ({exc})") from None
+        raise InputError(f"{_name(path)}: cannot read it ({exc.strerror or exc})", "unreadable") from None
+    if len(data) > max_body:
+        raise InputError(f"{_name(path)}: more than max_body {max_body} bytes", "too_large")
+    return data
 
 
-def read_page_file(path: str | Path, url: str | None = None) -> Page:
+def read_page_file(path: str | Path, url: str | None = None, max_body: int = MAX_BODY) -> Page:
     """One saved HTML or text file (optionally .gz) as a page; ``InputError`` when it cannot be."""
     path = Path(path)
-    source = str(path.resolve())
+    source = _name(path.resolve())
     kind = _kind(path)
     if kind not in ("html", "text"):
         expected = "expected .html, .htm, .xhtml or .txt, optionally .gz"
-        raise InputError(f"{path}: unsupported file type; {expected}")
-    body = _open_bytes(path)
+        raise InputError(f"{_name(path)}: unsupported file type; {expected}")
+    body = _read_bytes(path, max_body)
     url = url or path.name
-    url = url[:-3] if url.lower().endswith(".gz") else url
+    url = storable(url[:-3] if url.lower().endswith(".gz") else url)
     if kind == "html":
         url = canonical_url(body, url) or url
     return Page(url, body, source, is_text=kind == "text")
 
 
-def _read_file(path: Path, relative: str, field: str | None) -> Iterator[Page]:
+def _read_file(path: Path, relative: str, field: str | None, skips: Skips, max_body: int) -> Iterator[Page]:
     kind = _kind(path)
     if kind == "feed":
-        yield from _read_feed(path, field)
+        yield from _read_feed(path, field, skips, max_body)
     elif kind == "warc":
-        yield from _read_warc(path)
+        yield from _read_warc(path, skips, max_body)
     else:
         try:
-            yield read_page_file(path, relative)
+            yield read_page_file(path, relative, max_body)
         except InputError as exc:  # one bad file in a folder must not stop the scan
-            logger.warning("skipped %s", exc)
+            skips(exc.reason, _name(path), str(exc).split(": ", 1)[-1])
 
 
 def canonical_url(body: bytes, base: str = "") -> str | None:
@@ -129,54 +187,130 @@ def canonical_url(body: bytes, base: str = "") -> str | None:
     return None
 
 
-def _read_feed(path: Path, field: str | None) -> Iterator[Page]:
-    """Scrapy's JSON-lines feed export: one item per line with a ``url`` and a page field."""
-    opener = gzip.open if path.name.lower().endswith(".gz") else open
+def _read_feed(path: Path, field: str | None, skips: Skips, max_body: int) -> Iterator[Page]:
+    """Scrapy's JSON-lines feed export: one item per line with a ``url`` and a page field.
+
+    A gzip feed cut short (a crawl killed while writing it) or damaged yields its lines up to
+    the damage, and says where it stopped.
+    """
+    limit = 2 * max_body + 65536  # a JSON string may escape each byte of a page
+    number = 0
     try:
-        handle = opener(path, "rt", encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read it ({exc})") from None
-    with handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError as exc:
-                logger.warning("skipped %s line %d: not JSON (%s)", path, number, exc.msg)
-                continue
-            fields = (field,) if field else FEED_FIELDS
-            name = next((f for f in fields if isinstance(item, dict) and isinstance(item.get(f), str)), None)
-            if name is None or not isinstance(item.get("url"), str):
-                wanted = field or " / ".join(FEED_FIELDS)
-                logger.warning("skipped %s line %d: needs 'url' and a text field (%s)", path, number, wanted)
-                continue
-            value = item[name]
-            source = f"{path.resolve()}:{number}"
-            yield Page(item["url"], value, source, is_text=not looks_like_html(value))
+        with gzip.open(path, "rb") if path.name.lower().endswith(".gz") else path.open("rb") as handle:
+            while raw := handle.readline(limit):
+                number += 1
+                where = f"{_name(path)} line {number}"
+                if len(raw) >= limit and not raw.endswith(b"\n"):
+                    while (rest := handle.readline(limit)) and not rest.endswith(b"\n"):
+                        pass
+                    skips("too_large", where, f"a line of more than {limit} bytes")
+                    continue
+                page = _feed_page(raw.decode("utf-8", errors="replace"), field, where, skips)
+                if page is not None:
+                    yield Page(page[0], page[1], f"{_name(path.resolve())}:{number}", is_text=page[2])
+    except (EOFError, zlib.error, OSError) as exc:
+        skips("damaged", f"{_name(path)} after line {number}", f"the rest cannot be read ({exc})")
 
 
-def _read_warc(path: Path) -> Iterator[Page]:
-    """HTML response records of a WARC file (warcio reads .warc and .warc.gz alike)."""
+def _feed_page(line: str, field: str | None, where: str, skips: Skips) -> tuple[str, str, bool] | None:
+    """(url, page, is_text) of one feed line, or None (skipped and counted)."""
+    if not line.strip():
+        return None
+    try:
+        item = json.loads(line)
+    except (ValueError, RecursionError) as exc:  # bad JSON, a 5,000-digit number, deep nesting
+        skips("bad_record", where, f"not a JSON item ({str(exc)[:120]})")
+        return None
+    fields = (field,) if field else FEED_FIELDS
+    name = next((f for f in fields if isinstance(item, dict) and isinstance(item.get(f), str)), None)
+    if name is None or not isinstance(item.get("url"), str):
+        skips("bad_record", where, f"needs 'url' and a text field ({field or ' / '.join(FEED_FIELDS)})")
+        return None
+    value = storable(item[name])
+    return storable(item["url"]), value, not looks_like_html(value)
+
+
+def _read_warc(path: Path, skips: Skips, max_body: int) -> Iterator[Page]:
+    """HTML response records of a WARC file (warcio reads .warc and .warc.gz alike).
+
+    A damaged record is skipped and reading resumes at the next record (the next gzip member
+    of a .warc.gz); a last record cut short is *incomplete* (a WARC still being written): not
+    read, so a later scan of the grown file reads it whole.
+    """
     from warcio.archiveiterator import ArchiveIterator
-    from warcio.exceptions import ArchiveLoadFailed
 
-    try:
-        stream = path.open("rb")
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read it ({exc.strerror or exc})") from None
-    with stream:
-        try:
+    size = path.stat().st_size
+    start = 0
+    with path.open("rb") as stream:
+        while start < size:
+            stream.seek(start)
             records = ArchiveIterator(stream)
-            for record in records:
-                if record.rec_type != "response" or record.http_headers is None:
-                    continue
-                content_type = record.http_headers.get_header("Content-Type") or ""
-                if "html" not in content_type.lower():
-                    continue
-                url = record.rec_headers.get_header("WARC-Target-URI")
-                body = record.content_stream().read()
-                source = f"{path.resolve()}@{records.get_record_offset()}"
-                yield Page(url, body, source, content_type=content_type)
-        except ArchiveLoadFailed as exc:
-            raise InputError(f"{path}: not a readable WARC file ({exc})") from None
+            last_end = None  # where the last record read in this pass ends
+            try:
+                for record in records:
+                    page = _warc_page(path, record, records, start, skips, max_body)
+                    last_end = start + records.get_record_offset() + (records.get_record_length() or 0)
+                    if page is not None:
+                        yield page
+                end = last_end if last_end is not None else start
+            except Exception as exc:  # warcio's errors on damaged bytes are of many kinds
+                # Read on from the next record; what lies before it is the damage.
+                found = _next_record(stream, start + 1 if last_end is None else last_end, size)
+                if last_end is None or found != last_end:
+                    damaged = start if last_end is None else last_end
+                    skips(
+                        "damaged", f"{_name(path)} at offset {damaged}", f"a damaged record ({_short(exc)})"
+                    )
+                if found is None:
+                    return
+                start = found
+                continue
+            stream.seek(end)
+            if stream.read(64).strip():
+                skips(
+                    "damaged",
+                    f"{_name(path)} at offset {end} of {size}",
+                    "the rest cannot be read (cut short?)",
+                )
+            return
+
+
+def _warc_page(path: Path, record, records, start: int, skips: Skips, max_body: int) -> Page | None:
+    """The page of an HTML response record of ``records`` (an ArchiveIterator started at ``start``)."""
+
+    def offset() -> int:  # warcio reads the record to its end to tell: asked after the content
+        return start + records.get_record_offset()
+
+    if record.rec_type != "response" or record.http_headers is None:
+        return None
+    content_type = record.http_headers.get_header("Content-Type") or ""
+    if "html" not in content_type.lower():
+        return None
+    url = record.rec_headers.get_header("WARC-Target-URI")
+    if not url:
+        skips(
+            "bad_record", f"{_name(path)} at offset {offset()}", "a response record without WARC-Target-URI"
+        )
+        return None
+    if (record.length or 0) > max_body + 65536:
+        skips("too_large", f"{_name(path)} at offset {offset()}", f"a record of {record.length} bytes")
+        return None
+    body = record.content_stream().read()
+    if getattr(record.raw_stream, "limit", 0):
+        where = f"{_name(path)} at offset {offset()}"
+        skips("incomplete", where, "the record is cut short (the file may still be being written)")
+        return None
+    return Page(storable(url), body, f"{_name(path.resolve())}@{offset()}", content_type=content_type)
+
+
+def _next_record(stream, after: int, size: int) -> int | None:
+    """The offset of the next gzip member or WARC record header at or after ``after``."""
+    stream.seek(after)
+    data = stream.read(size - after)
+    found = [i for i in (data.find(b"\x1f\x8b\x08"), data.find(b"WARC/1.")) if i >= 0]
+    return after + min(found) if found else None
+
+
+def _short(exc: BaseException) -> str:
+    """An exception in one printable line (warcio quotes the damaged bytes)."""
+    return ascii(f"{type(exc).__name__}: {exc}")[1:-1][:160]

@@ -174,6 +174,16 @@ def main_text(
     return extract_page(body, extractor, content_type, max_body)[0]
 
 
+def storable(text: str) -> str:
+    """``text`` with lone surrogates (a ``\\ud800`` escape in JSON, a file name that is not UTF-8)
+    written as backslash escapes, so it can be stored and printed."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def looks_like_html(value: bytes | str) -> bool:
     """Whether an item's field holds HTML (it starts with a tag, or a known tag comes soon) rather
     than plain text."""

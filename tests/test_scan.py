@@ -137,7 +137,6 @@ def test_canonical_url_names_a_document():
     [
         (["scan", "{tmp}/missing", "--db", "{tmp}/i.db"], "no such file or folder"),
         (["scan", "{tmp}/data.csv", "--db", "{tmp}/i.db"], "unsupported file type"),
-        (["scan", "{tmp}/bad.warc", "--db", "{tmp}/i.db"], "not a readable WARC file"),
         (["scan", "{tmp}", "--db", "{tmp}/garbage.db"], "garbage.db"),
         (["report", "--db", "{tmp}/none.db"], "no such index file"),
         (["report", "--db", "{tmp}/garbage.db"], "not a scrapy-neardup index"),
@@ -150,6 +149,13 @@ def test_scan_and_report_errors_are_one_line(tmp_path, capsys, args, message):
     assert main([a.format(tmp=tmp_path) for a in args]) == 2
     err = capsys.readouterr().err
     assert err.startswith("scrapy-neardup: error: ") and message in err and "Traceback" not in err
+
+
+def test_a_file_with_nothing_readable_exits_1_naming_it(tmp_path, capsys, caplog):
+    (tmp_path / "bad.warc").write_bytes(b"this is no warc")
+    assert main(["scan", str(tmp_path / "bad.warc"), "--db", str(tmp_path / "i.db")]) == 1
+    assert "1 records skipped (1 damaged)" in capsys.readouterr().out
+    assert f"skipped {tmp_path / 'bad.warc'} at offset 0: a damaged record" in caplog.text
 
 
 def test_clusters_join_chains_and_pick_the_first_seen():

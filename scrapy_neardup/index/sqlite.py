@@ -58,6 +58,7 @@ from ..fingerprint import Fingerprint, imatch_with_stats, needed_methods
 from ..scope import url_key
 from ..signatures.imatch import CollectionStats
 from ..signatures.spotsigs import SpotSet
+from ..text import storable
 from ..verify import DECISION_ORDER, compare
 from .base import Verdict
 from .pruning import (
@@ -460,9 +461,20 @@ class SQLiteIndex:
     # --- transactions ---------------------------------------------------------------------
 
     def _write(self, work, retries: int = 5):
-        """Run ``work`` in one BEGIN IMMEDIATE transaction (or inside the open batch)."""
+        """Run ``work`` in one BEGIN IMMEDIATE transaction (or a savepoint of the open batch, so a
+        page that fails leaves the batch's other pages in place)."""
         if self._in_batch:
-            return work()
+            self.db.execute("SAVEPOINT page")
+            try:
+                result = work()
+            except BaseException:
+                self.db.execute("ROLLBACK TO page")
+                self.db.execute("RELEASE page")
+                self._scope_ids.clear()
+                self._classes = None
+                raise
+            self.db.execute("RELEASE page")
+            return result
         for attempt in range(retries):
             try:
                 self.db.execute("BEGIN IMMEDIATE")
@@ -647,6 +659,12 @@ class SQLiteIndex:
     def _check_and_add(
         self, url: str, fp: Fingerprint, scope: str, source: str | None, key: str | None
     ) -> Verdict:
+        if source is not None:  # the same source twice (two scans at once): a revisit, recorded once
+            row = self.db.execute(
+                "SELECT id, status, skip_reason FROM documents WHERE source = ? LIMIT 1", (source,)
+            ).fetchone()
+            if row is not None:
+                return Verdict(url, row[0], row[1] == "duplicate", skip_reason=row[2], revisit="unchanged")
         earlier = self._earlier(key, self._scope_id(scope))
         if not fp.judged:
             if earlier is not None and earlier.status != "skipped":  # a failed fetch keeps the record
@@ -1010,7 +1028,8 @@ class SQLiteIndex:
         status = "skipped" if not fp.judged else ("duplicate" if match else "unique")
         spots = fp.spots
         row = {
-            "url": url, "title": fp.title or None, "source": source, "scope": scope_id,
+            "url": storable(url), "title": storable(fp.title) or None,
+            "source": storable(source) if source else None, "scope": scope_id,
             "seen_at": time.time(), "status": status,
             "skip_reason": fp.skip_reason, "tokens": fp.token_count, "language": fp.language,
             "duplicate_of": match[0] if match else None, "similarity": match[1] if match else None,
@@ -1047,7 +1066,7 @@ class SQLiteIndex:
             if "imatch" in self.config.methods and fp.terms:
                 self._count_terms(fp.terms)
         if self.config.keep_text and fp.text:
-            text = fp.text[: self.config.keep_text].encode("utf-8", errors="replace")
+            text = storable(fp.text[: self.config.keep_text]).encode("utf-8")
             self.db.execute("INSERT INTO texts VALUES (?, ?)", (doc_id, zlib.compress(text, 6)))
         dup_url = self._url(match[0]) if match else None
         return Verdict(
