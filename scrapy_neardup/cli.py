@@ -20,9 +20,10 @@ from typing import Any
 from . import __version__
 from .config import METHODS, DedupConfig
 from .detector import Detector
-from .exceptions import IndexFileError, InputError, NearDupError
+from .exceptions import IndexFileError, InputError, NearDupError, one_line
 from .fingerprint import Fingerprint, fingerprint
 from .index import SQLiteIndex, Verdict
+from .index.sqlite import damage_advice
 from .report import FORMATS, format_for, render_report, write_report
 from .report.clusters import CANONICAL_POLICIES, load_clusters
 from .report.html_report import TEXT_BUDGET
@@ -330,7 +331,11 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()  # here, so a closed pipe is met inside the try
         return code
     except NearDupError as exc:
-        print(f"scrapy-neardup: error: {exc}", file=sys.stderr)
+        print(one_line(f"scrapy-neardup: error: {exc}"), file=sys.stderr)
+        return 2
+    except sqlite3.DatabaseError as exc:  # met while reading or writing a file that opened well
+        db = getattr(args, "db", None) or "the index"
+        print(one_line(f"scrapy-neardup: error: {db}: {exc}{damage_advice(exc)}"), file=sys.stderr)
         return 2
     except BrokenPipeError:  # the reader went away (``| head``): stop quietly, as Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit

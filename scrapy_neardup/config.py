@@ -26,7 +26,7 @@ SHAPING_KNOBS = (
     "methods", "spotsigs_threshold", "spotsigs_min_spots", "spotsigs_few_spots_bits", "spotsigs_specs",
     "simhash_distance", "simhash_shingle", "simhash_tables", "minhash_perm", "minhash_shingle",
     "minhash_bands", "minhash_threshold", "shingles_size", "imatch_lexicons", "imatch_drop", "ksentence_k",
-    "language",
+    "language", "scope",
 )  # fmt: skip
 
 # Starting points for the detection knobs; explicit knobs override them. "default" is the
@@ -343,8 +343,10 @@ def _check(name: str, value: Any, config: DedupConfig) -> str | None:
         return f"must be between 1 and 6, got {value!r}"
     elif name == "max_body" and value < 1024:
         return f"must be at least 1024 bytes, got {value!r}"
-    elif name in ("min_tokens", "imatch_lexicons", "keep_text", "spotsigs_min_spots") and value < 0:
+    elif name in ("min_tokens", "keep_text", "spotsigs_min_spots") and value < 0:
         return f"must not be negative, got {value!r}"
+    elif name == "imatch_lexicons" and not 0 <= value <= 64:
+        return f"must be between 0 and 64 (each one is a lookup key a page), got {value!r}"
     elif (
         name in ("simhash_shingle", "minhash_shingle", "shingles_size", "ksentence_k")
         and not 1 <= value <= 32

@@ -44,5 +44,13 @@ class IndexFileError(NearDupError):
     """An index file that cannot be opened, created or trusted; the message names the file."""
 
     def __init__(self, path: object, problem: str) -> None:
-        super().__init__(f"index {path}: {problem}")
+        super().__init__(one_line(f"index {path}: {problem}"))
         self.path = path
+
+
+def one_line(text: str, limit: int = 400) -> str:
+    """``text`` as one printable line (SQLite and warcio quote damaged bytes in their messages)."""
+    text = " ".join(text.split())
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
 from collections import OrderedDict
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -27,10 +28,12 @@ from .detector import Detector
 from .exceptions import ConfigError
 from .fingerprint import Fingerprint, fingerprint
 from .index import SQLiteIndex, Verdict
+from .signatures.exact import raw_hash
 
 logger = logging.getLogger("scrapy_neardup")
 
 ACTIONS = ("drop", "tag")
+MAX_WORKERS = max(64, 4 * (os.cpu_count() or 1))
 # Libraries the extractors use, which log every page at DEBUG and INFO (NEARDUP_LOG_EXTRACTORS).
 EXTRACTOR_LOGGERS = ("trafilatura", "htmldate", "justext", "courlan", "charset_normalizer", "readability")
 BACKENDS = ("sqlite",)
@@ -56,20 +59,17 @@ class CrawlSettings:
     reset: bool = False
     drop_unchanged: bool = False
     log_extractors: bool = False
+    page_timeout: float = 60.0
 
     @classmethod
     def from_settings(cls, settings: BaseSettings, spider_name: str) -> CrawlSettings:
         action = _choice(settings, "NEARDUP_ACTION", ACTIONS, "drop")
         backend = _choice(settings, "NEARDUP_BACKEND", BACKENDS, "sqlite")
-        try:
-            workers = settings.getint("NEARDUP_WORKERS", 0)
-        except ValueError:
-            raise ConfigError(
-                "NEARDUP_WORKERS", f"expected a whole number, got {settings.get('NEARDUP_WORKERS')!r}"
-            ) from None
-        if workers < 0:
-            raise ConfigError("NEARDUP_WORKERS", f"must not be negative, got {workers}")
-        report = settings.get("NEARDUP_REPORT")
+        workers = _number(settings, "NEARDUP_WORKERS", 0, int, 0, MAX_WORKERS)
+        page_timeout = _number(settings, "NEARDUP_PAGE_TIMEOUT", 60.0, float, 0.1, 86400.0)
+        report = _path(settings, "NEARDUP_REPORT")
+        if report is not None:
+            _check_writable(report, "NEARDUP_REPORT")
         report_format = settings.get("NEARDUP_REPORT_FORMAT")
         if report_format is not None:
             from .report import check_format
@@ -87,14 +87,57 @@ class CrawlSettings:
             db=default_db_path(settings, spider_name),
             backend=backend,
             workers=workers,
-            item_field=settings.get("NEARDUP_ITEM_FIELD") or None,
-            tag_field=settings.get("NEARDUP_TAG_FIELD") or "neardup",
-            url_field=settings.get("NEARDUP_URL_FIELD") or "url",
-            report=Path(report) if report else None,
+            page_timeout=page_timeout,
+            item_field=_field(settings, "NEARDUP_ITEM_FIELD", None),
+            tag_field=_field(settings, "NEARDUP_TAG_FIELD", "neardup"),
+            url_field=_field(settings, "NEARDUP_URL_FIELD", "url"),
+            report=report,
             report_format=report_format,
             canonical=canonical,
             **flags,
         )
+
+
+def _number(settings: BaseSettings, name: str, default: Any, kind: type, low: Any, high: Any) -> Any:
+    value = settings.get(name, default)
+    try:
+        if isinstance(value, bool) or (kind is int and isinstance(value, float) and not value.is_integer()):
+            raise ValueError
+        number = kind(value)
+    except (TypeError, ValueError):
+        what = "a whole number" if kind is int else "a number"
+        raise ConfigError(name, f"expected {what}, got {value!r}") from None
+    if not low <= number <= high:
+        raise ConfigError(name, f"must be between {low} and {high}, got {number}")
+    return number
+
+
+def _field(settings: BaseSettings, name: str, default: str | None) -> str | None:
+    """An item field name: one string (a list would fail on every item, losing them all)."""
+    value = settings.get(name)
+    if value is None or value == "":
+        return default
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(name, f"expected one field name (a string), got {value!r}")
+    return value.strip()
+
+
+def _path(settings: BaseSettings, name: str) -> Path | None:
+    value = settings.get(name)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, (str, os.PathLike)):
+        raise ConfigError(name, f"expected a file path (a string), got {value!r}")
+    return Path(value)
+
+
+def _check_writable(path: Path, name: str) -> None:
+    """Fail at start, not at close, when a file cannot be written where a setting says."""
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if path.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(name, f"cannot write {path} (not a writable folder: {folder})")
 
 
 def _flag(settings: BaseSettings, name: str) -> bool:
@@ -123,8 +166,9 @@ def default_db_path(settings: BaseSettings, spider_name: str) -> Path:
     Inside ``JOBDIR`` the index lives and resumes with the crawl's other state; without
     one, each spider gets its own file in the project's data folder.
     """
-    if settings.get("NEARDUP_DB"):
-        return Path(settings.get("NEARDUP_DB"))
+    db = _path(settings, "NEARDUP_DB")
+    if db is not None:
+        return db
     if settings.get("JOBDIR"):
         return Path(settings.get("JOBDIR")) / "neardup.sqlite"
     return Path(data_path("neardup", createdir=True)) / f"{spider_name}.sqlite"
@@ -208,7 +252,21 @@ class NearDupRuntime:
         if pool is None:
             return fingerprint(body, self.config, content_type=content_type, extractor=extractor)
         future = pool.submit(fingerprint, body, self.config, content_type=content_type, extractor=extractor)
-        return await asyncio.wrap_future(future)
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(future), self.settings.page_timeout)
+        except asyncio.TimeoutError:
+            self._stop_workers()  # the only way to stop the page's worker; a new pool starts on demand
+            detail = f"fingerprinting took over NEARDUP_PAGE_TIMEOUT = {self.settings.page_timeout} s"
+            return Fingerprint(skip_reason="timeout", skip_detail=detail, raw_hash=raw_hash(body))
+
+    def _stop_workers(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        processes = list(getattr(pool, "_processes", {}).values())  # no public way to end a busy worker
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.terminate()
 
     def _workers(self) -> ProcessPoolExecutor | None:
         """The process pool, when NEARDUP_WORKERS > 0 and an asyncio loop runs the crawl."""

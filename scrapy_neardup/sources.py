@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urljoin
 
-from .exceptions import InputError
+from .exceptions import InputError, one_line
 from .text import looks_like_html, storable
 
 logger = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ WARC_SUFFIXES = (".warc",)
 FEED_FIELDS = ("html", "body", "text", "content")
 MAX_BODY = 5_000_000  # DedupConfig.max_body's default
 _CANONICAL = re.compile(
-    rb"""<link\b[^>]*\brel\s*=\s*["']?canonical["']?[^>]*>""", re.IGNORECASE
+    rb"""<link\b[^>]{0,1000}?\brel\s*=\s*["']?canonical["']?[^>]{0,1000}>""", re.IGNORECASE
 )  # fmt: skip
 _HREF = re.compile(rb"""\bhref\s*=\s*["']([^"'>]+)["']""", re.IGNORECASE)
 
@@ -313,4 +313,4 @@ def _next_record(stream, after: int, size: int) -> int | None:
 
 def _short(exc: BaseException) -> str:
     """An exception in one printable line (warcio quotes the damaged bytes)."""
-    return ascii(f"{type(exc).__name__}: {exc}")[1:-1][:160]
+    return one_line(f"{type(exc).__name__}: {exc}", 160)

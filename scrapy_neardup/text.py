@@ -7,6 +7,7 @@ reason instead of an arbitrary exception, so a crawl never dies for one page.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 import unicodedata
@@ -22,15 +23,22 @@ logger = logging.getLogger(__name__)
 # so each character is a token (after NFKC, half-width katakana is already full-width).
 CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
 KANA = "\u3040-\u30ff"
+# Bounds on one page's text: ~100 long articles' worth, far above any page worth judging.
+MAX_TEXT, MAX_TOKENS = 1_000_000, 200_000
 _TOKEN = re.compile(f"[{CJK}]|[^\\W_{CJK}]+")
 _CJK_CHAR = re.compile(f"[{CJK}]")
 _KANA_CHAR = re.compile(f"[{KANA}]")
 _NOT_WORD = re.compile(r"[\W_]+")
 # A word that starts with a Latin letter (Basic Latin to Latin Extended-B, and Latin Extended Additional).
 _LATIN_WORD = re.compile(r"[a-z\u00c0-\u024f\u1e00-\u1eff]")
-_TITLE = re.compile(r"<title[^>]*>(.*?)</title\s*>", re.IGNORECASE | re.DOTALL)
+# Tags are bounded: an unbounded ``[^>]*`` or ``.*?`` retried at each of 100,000 "<title"s is quadratic.
+# A tag this long is looked at for attributes (a data: URI is long too, with few of them).
+HUGE_TAG, MAX_ATTRIBUTES = 65_536, 5_000
+_HUGE_TAG = re.compile(f"<[^<>]{{{HUGE_TAG}}}")  # linear: each try stops at the next < or >
+_TITLE_OPEN = re.compile(r"<title[^>]{0,500}>", re.IGNORECASE)
+_TITLE_CLOSE = re.compile(r"</title\s*>", re.IGNORECASE)
 _HTML_TAG = re.compile(
-    rb"<(?:!doctype|html|head|body|p|div|br|span|article|section|main|table|ul|ol|li|h[1-6]|a|title|meta)\b[^>]*>",
+    rb"<(?:!doctype|html|head|body|p|div|br|span|article|section|main|table|ul|ol|li|h[1-6]|a|title|meta)\b[^>]{0,500}>",
     re.IGNORECASE,
 )
 _PAGE_TAG = re.compile(rb"<(?:!doctype|html|head|body)\b", re.IGNORECASE)
@@ -184,6 +192,15 @@ def storable(text: str) -> str:
         return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+def _crowded_tag(html: str) -> bool:
+    """Whether a tag of the page holds more than ``MAX_ATTRIBUTES`` attributes."""
+    for match in _HUGE_TAG.finditer(html):
+        end = html.find(">", match.start())
+        if html.count("=", match.start(), end if end >= 0 else len(html)) > MAX_ATTRIBUTES:
+            return True
+    return False
+
+
 def looks_like_html(value: bytes | str) -> bool:
     """Whether an item's field holds HTML (it starts with a tag, or a known tag comes soon) rather
     than plain text."""
@@ -204,8 +221,11 @@ def item_extractor(value: bytes | str) -> str | None:
 
 def page_title(html: str) -> str:
     """The ``<title>`` of a page, unescaped and collapsed (for reports; empty when there is none)."""
-    match = _TITLE.search(html, 0, 200_000)
-    return " ".join(unescape(match.group(1)).split())[:300] if match else ""
+    opening = _TITLE_OPEN.search(html, 0, 200_000)
+    closing = opening and _TITLE_CLOSE.search(html, opening.end(), opening.end() + 20_000)
+    if not closing:
+        return ""
+    return " ".join(unescape(html[opening.end() : closing.start()]).split())[:300]
 
 
 def extract_page(
@@ -224,6 +244,9 @@ def extract_page(
         body = decode(body, content_type)
     if not body.strip():
         raise SkipPage("empty", "the body is empty")
+    if extractor != "text" and _crowded_tag(body):
+        # One tag of 300,000 attributes kept trafilatura busy for minutes: not a page to judge.
+        raise SkipPage("pathological", f"a tag with more than {MAX_ATTRIBUTES:,} attributes")
     func = EXTRACTOR_FUNCS[extractor]
     try:
         text = func(body)
@@ -272,9 +295,11 @@ def tokenize(text: str) -> list[str]:
     """Folded tokens (NFKC, casefold): words for space-separated scripts, one per CJK character.
 
     Punctuation never forms a token, so ``tokenize(text) == tokenize(normalize(text))``
-    without paying for ``normalize``'s substitutions.
+    without paying for ``normalize``'s substitutions. At most ``MAX_TOKENS`` tokens of the
+    first ``MAX_TEXT`` characters, so a huge or NFKC-expanding page costs bounded memory.
     """
-    return _TOKEN.findall(unicodedata.normalize("NFKC", text).casefold())
+    folded = unicodedata.normalize("NFKC", text[:MAX_TEXT]).casefold()
+    return [m.group() for m in itertools.islice(_TOKEN.finditer(folded), MAX_TOKENS)]
 
 
 def split_sentences(text: str) -> list[str]:

@@ -82,7 +82,7 @@ APPLICATION = "scrapy-neardup"
 logger = logging.getLogger(__name__)
 
 # Shaping knobs added after indexes were first written: the value an index without them was built with.
-LEGACY_KNOBS = {"spotsigs_few_spots_bits": -1}
+LEGACY_KNOBS = {"spotsigs_few_spots_bits": -1, "scope": "global"}
 
 PAGE_SIZE = 1024
 
@@ -99,6 +99,14 @@ WAL_AUTOCHECKPOINT = 131072
 # default of 128 kept re-preparing them: on a million-page file 1,024 took a check's median
 # from ~1.12 to ~1.04 ms and its mean from ~1.75 to ~1.60 (alternated replays) for ~10 MB.
 STATEMENT_CACHE = 1024
+
+# Seconds SQLite waits for another process's lock before the wait is logged (and retried up
+# to the index's timeout).
+LOCK_NOTICE = 5.0
+
+# Files up to this size are checked (PRAGMA quick_check) when opened for writing: ~0.1 s a
+# 10 MB file; larger ones would make every start slow, and a damage is still met as an error.
+QUICK_CHECK_BYTES = 256 << 20
 
 # Seconds between the background thread's passive checkpoints.
 CHECKPOINT_EVERY = 0.2
@@ -291,12 +299,15 @@ class SQLiteIndex:
             self.db = sqlite3.connect(
                 str(self.path), timeout=timeout, isolation_level=None, cached_statements=STATEMENT_CACHE
             )
-            self.db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+            self._timeout = timeout
+            self.db.execute(f"PRAGMA busy_timeout = {int(min(timeout, LOCK_NOTICE) * 1000)}")
             self._open_retrying(timeout)
             # Key ranges one spot query can bind (SQLite's variable limit, one kept for the count).
             self._max_ranges = max(1, (self.db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) - 1) // 2)
         except sqlite3.DatabaseError as exc:
-            raise IndexFileError(self.path, f"cannot be used as an index ({exc})") from None
+            raise IndexFileError(
+                self.path, f"cannot be used as an index ({exc}){damage_advice(exc)}"
+            ) from None
         except OSError as exc:
             raise IndexFileError(self.path, f"cannot be created ({exc.strerror or exc})") from None
 
@@ -362,7 +373,14 @@ class SQLiteIndex:
             )
         self.db.execute("PRAGMA synchronous = NORMAL")
         self.db.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT}")
-        self._check_meta()
+        if file_bytes(self.path) <= QUICK_CHECK_BYTES:  # never write into a damaged file
+            problem = self.db.execute("PRAGMA quick_check(1)").fetchone()[0]
+            if problem != "ok":
+                raise sqlite3.DatabaseError(f"database disk image is malformed: {problem}")
+        try:
+            self._check_meta()
+        except (KeyError, ValueError, TypeError, AttributeError) as exc:  # forged or damaged meta rows
+            raise IndexFileError(self.path, f"has damaged settings in its meta table ({exc!r})") from None
         if "url_key" not in {r[1] for r in self.db.execute("PRAGMA table_info(documents)")}:
             self._write(self._add_revisits)
 
@@ -460,7 +478,23 @@ class SQLiteIndex:
 
     # --- transactions ---------------------------------------------------------------------
 
-    def _write(self, work, retries: int = 5):
+    def _begin(self) -> None:
+        """BEGIN IMMEDIATE, waiting for another process's lock up to the timeout, and saying so."""
+        started = time.monotonic()
+        while True:
+            try:
+                self.db.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                waited = time.monotonic() - started
+                if ("locked" not in str(exc) and "busy" not in str(exc)) or waited >= self._timeout:
+                    raise
+                logger.warning(
+                    "%s is locked by another process; waited %.0f s of %.0f for it", self.path, waited,
+                    self._timeout,
+                )  # fmt: skip
+
+    def _write(self, work):
         """Run ``work`` in one BEGIN IMMEDIATE transaction (or a savepoint of the open batch, so a
         page that fails leaves the batch's other pages in place)."""
         if self._in_batch:
@@ -468,31 +502,28 @@ class SQLiteIndex:
             try:
                 result = work()
             except BaseException:
-                self.db.execute("ROLLBACK TO page")
-                self.db.execute("RELEASE page")
+                if self.db.in_transaction:
+                    self.db.execute("ROLLBACK TO page")
+                    self.db.execute("RELEASE page")
                 self._scope_ids.clear()
                 self._classes = None
                 raise
             self.db.execute("RELEASE page")
             return result
-        for attempt in range(retries):
-            try:
-                self.db.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as exc:
-                if ("locked" not in str(exc) and "busy" not in str(exc)) or attempt == retries - 1:
-                    raise
-                time.sleep(0.05 * (attempt + 1))
-                continue
-            try:
-                result = work()
-            except BaseException:
-                self.db.execute("ROLLBACK")
-                self._scope_ids.clear()  # a scope inserted by the rolled-back work is gone
-                self._classes = None  # and so is a freeze it made
-                raise
-            self._commit()
-            return result
-        raise AssertionError("unreachable")
+        self._begin()
+        try:
+            result = work()
+        except BaseException:
+            self._rollback()
+            raise
+        self._commit()
+        return result
+
+    def _rollback(self) -> None:
+        if self.db.in_transaction:  # SQLite may have rolled back already (a full disk)
+            self.db.execute("ROLLBACK")
+        self._scope_ids.clear()  # a scope inserted by the rolled-back work is gone
+        self._classes = None  # and so is a freeze it made
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[SQLiteIndex]:
@@ -500,15 +531,13 @@ class SQLiteIndex:
         if self._in_batch:
             yield self
             return
-        self.db.execute("BEGIN IMMEDIATE")
+        self._begin()
         self._in_batch = True
         try:
             yield self
         except BaseException:
             self._in_batch = False
-            self.db.execute("ROLLBACK")
-            self._scope_ids.clear()
-            self._classes = None
+            self._rollback()
             raise
         self._in_batch = False
         self._commit()
@@ -1110,8 +1139,14 @@ class SQLiteIndex:
 
     def text(self, doc_id: int) -> str | None:
         """The main text kept for a document (its first ``keep_text`` characters), or None."""
-        row = self.db.execute("SELECT text FROM texts WHERE doc = ?", (doc_id,)).fetchone()
-        return zlib.decompress(row[0]).decode("utf-8", errors="replace") if row else None
+        try:
+            row = self.db.execute("SELECT text FROM texts WHERE doc = ?", (doc_id,)).fetchone()
+            return zlib.decompress(row[0]).decode("utf-8", errors="replace") if row else None
+        except (zlib.error, TypeError, sqlite3.DatabaseError) as exc:  # one damaged text, not the report
+            logger.warning(
+                "%s: the stored text of document %d is damaged (%s); left out", self.path, doc_id, exc
+            )
+            return None
 
     def documents(self) -> Iterator[dict]:
         """Every recorded page in the order seen, streamed."""
@@ -1363,3 +1398,10 @@ def _running(started_at: float, host: str | None, pid: int | None) -> bool:
     except (OSError, ValueError, IndexError, StopIteration):
         return True
     return boot + ticks / os.sysconf("SC_CLK_TCK") <= started_at + 1.0
+
+
+def damage_advice(exc: BaseException) -> str:
+    """What to do about a damaged file, for the one-line errors that name it."""
+    if "malformed" in str(exc) or "not a database" in str(exc):
+        return "; restore it from a copy, recover what is readable (sqlite3 FILE .recover), or use a new file"
+    return ""
