@@ -258,9 +258,7 @@ def run_scan(args: argparse.Namespace) -> int:
                 page for path in args.paths for page in read_pages(path, args.field, skips, config.max_body)
             )
             while chunk := list(itertools.islice(pages, args.batch)):
-                fresh = list(
-                    {p.source: p for p in chunk if not detector.index.contains_source(p.source)}.values()
-                )
+                fresh = _unrecorded(chunk, detector)
                 counts["already"] += len(chunk) - len(fresh)
                 fps = pool.map(sign, fresh, chunksize=8) if pool else map(sign, fresh)
                 with detector.index.batch():
@@ -291,6 +289,15 @@ def run_scan(args: argparse.Namespace) -> int:
         f"{len(summary.clusters)} clusters."
     )
     return 1 if unread and not counts["scanned"] and not counts["already"] else 0
+
+
+def _unrecorded(chunk: list[Page], detector: Detector) -> list[Page]:
+    """The pages of a chunk not yet in the index, each source once (the first of its names)."""
+    fresh: dict[str, Page] = {}
+    for page in chunk:
+        if page.source not in fresh and not detector.index.contains_source(page.source):
+            fresh[page.source] = page
+    return list(fresh.values())
 
 
 def _record_page(detector: Detector, page: Page, fp: Fingerprint, skips: Skips) -> Verdict | None:

@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import logging
 import os
+import sqlite3
 from collections import OrderedDict
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from scrapy.utils.project import data_path
 
 from .config import DedupConfig
 from .detector import Detector
-from .exceptions import ConfigError
+from .exceptions import ConfigError, one_line
 from .fingerprint import Fingerprint, fingerprint
 from .index import SQLiteIndex, Verdict
 from .signatures.exact import raw_hash
@@ -189,6 +190,7 @@ class NearDupRuntime:
         self._item_verdicts: OrderedDict[int, tuple[Any, Verdict]] = OrderedDict()
         self._pool: ProcessPoolExecutor | None = None
         self._logged_once = False
+        self._failures: set[str] = set()
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
 
     @classmethod
@@ -240,10 +242,32 @@ class NearDupRuntime:
                 return self.remember(copy)
             fp = await self._fingerprint(body, content_type, extractor)
             return self.remember(self.detector.check(url, fp=fp))
-        except Exception:
-            logger.exception("scrapy-neardup: could not judge %s; passing it on unjudged", url)
+        except Exception as exc:
             self.skipped("error")
+            self._failed(url, exc)
             return Verdict(url, None, False, skip_reason="error")
+
+    def _failed(self, url: str, exc: Exception) -> None:
+        """Log a failure to judge a page: the first of its kind with what to do, the rest at DEBUG.
+
+        A full disk fails every page after it; one line says so, not one traceback a page.
+        """
+        kind = f"{type(exc).__name__}: {exc}"
+        if kind in self._failures:
+            logger.debug("scrapy-neardup: could not judge %s (%s); passed on unjudged", url, one_line(kind))
+            return
+        self._failures.add(kind)
+        storage = isinstance(exc, (sqlite3.Error, OSError))
+        advice = (
+            f"the index {self.settings.db} failed; free disk space or end what holds its lock"
+            if storage
+            else "a bug: please report it with this page"
+        )
+        logger.error(
+            "scrapy-neardup: could not judge %s (%s): %s. Pages pass on unjudged meanwhile, counted as "
+            "neardup/skipped/error; the same failure is logged again only at DEBUG",
+            url, one_line(kind), advice, exc_info=not storage,
+        )  # fmt: skip
 
     async def _fingerprint(
         self, body: bytes | str, content_type: str | None, extractor: str | None

@@ -313,4 +313,5 @@ def _next_record(stream, after: int, size: int) -> int | None:
 
 def _short(exc: BaseException) -> str:
     """An exception in one printable line (warcio quotes the damaged bytes)."""
-    return one_line(f"{type(exc).__name__}: {exc}", 160)
+    text = str(exc).split(", first line:")[0]  # warcio goes on with the damaged bytes themselves
+    return one_line(f"{type(exc).__name__}: {text}", 160)

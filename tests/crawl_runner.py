@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 import sys
+from functools import partial
 
 import scrapy
+from scrapy import signals
 from scrapy.crawler import CrawlerProcess
 from scrapy.http import TextResponse
 
@@ -61,6 +63,14 @@ class SiteSpider(scrapy.Spider):
             yield self.request(response.urljoin(href))
 
 
+def fill_index(crawler, pages_left: int, spider=None) -> None:
+    """Let the crawl's index grow by ``pages_left`` pages of the file only (PRAGMA max_page_count)."""
+    from scrapy_neardup.runtime import NearDupRuntime
+
+    db = NearDupRuntime.for_crawler(crawler).detector.index.db
+    db.execute(f"PRAGMA max_page_count = {db.execute('PRAGMA page_count').fetchone()[0] + pages_left}")
+
+
 def main() -> int:
     with open(sys.argv[1]) as handle:
         config = json.load(handle)
@@ -83,6 +93,10 @@ def main() -> int:
         **config.get("spider_args", {}),
     )
     deferred.addErrback(lambda failure: failures.append(failure.getErrorMessage() or repr(failure.value)))
+    if config.get("index_pages_left") is not None:  # a full disk, as SQLite meets it: SQLITE_FULL
+        crawler.signals.connect(
+            partial(fill_index, crawler, config["index_pages_left"]), signals.spider_opened
+        )
     process.start()
     if failures:
         print("CRAWL FAILED TO START:", failures[0], file=sys.stderr)

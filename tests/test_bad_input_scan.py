@@ -1,0 +1,240 @@
+"""Bad input to the offline scan: each bad record is skipped, logged with its file and position,
+counted by reason, and the good records before and after it are recorded."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from scrapy_neardup.cli import main
+
+STORY = " ".join(f"Story {{n}} reports that the council met on day {k} about the bridge." for k in range(40))
+
+
+def page(n: int) -> str:
+    words = STORY.replace("{n}", str(n)).split()
+    words = words[n % 7 :] + words[: n % 7]  # distinct enough: each page is its own
+    text = " ".join(w + str(n * 31 % (i + 2)) for i, w in enumerate(words))
+    return f"<html><body><article><p>{text}</p></article></body></html>"
+
+
+def item(n: int) -> str:
+    return json.dumps({"url": f"http://a.example/{n}", "html": page(n)})
+
+
+def scan(tmp_path: Path, *inputs: Path | str, code: int = 0) -> tuple[list[str], str]:
+    """Run the scan; return the recorded sources' URLs and the skip lines logged."""
+    db = tmp_path / "index.db"
+    assert main(["scan", *map(str, inputs), "--db", str(db), "--workers", "0"]) == code
+    with sqlite3.connect(db) as con:
+        urls = [r[0] for r in con.execute("SELECT url FROM documents ORDER BY id")]
+    return urls, ""
+
+
+def skipped_lines(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.getMessage().startswith("skipped ")]
+
+
+@pytest.mark.parametrize(
+    ("bad", "reason"),
+    [
+        ('{"url": "http://a.example/big", "html": ' + "1" * 5000 + "}", "not a JSON item"),  # int digits
+        ("[" * 100_000 + "]" * 100_000, "not a JSON item"),  # recursion
+        ("{not json", "not a JSON item"),
+        ('{"url": 5, "html": "<p>x</p>"}', "needs 'url'"),
+    ],
+)
+def test_a_bad_feed_line_is_skipped_and_the_rest_scanned(tmp_path, caplog, capsys, bad, reason):
+    feed = tmp_path / "feed.jl"
+    feed.write_text("\n".join([item(1), bad, item(2), item(3)]) + "\n")
+    urls, _ = scan(tmp_path, feed)
+    assert urls == ["http://a.example/1", "http://a.example/2", "http://a.example/3"]
+    assert [line for line in skipped_lines(caplog) if reason in line and f"{feed} line 2" in line]
+    assert "1 records skipped (1 bad_record)" in capsys.readouterr().out
+
+
+def test_a_lone_surrogate_in_a_url_is_stored_escaped(tmp_path):
+    feed = tmp_path / "feed.jl"
+    feed.write_text(
+        "\n".join([item(1), '{"url": "http://a.example/\\ud800", "html": ' + json.dumps(page(5)) + "}"])
+    )
+    urls, _ = scan(tmp_path, feed)
+    assert urls == ["http://a.example/1", "http://a.example/\\ud800"]
+
+
+def test_a_cut_gzip_feed_yields_its_lines_up_to_the_cut(tmp_path, caplog, capsys):
+    data = gzip.compress(("\n".join(item(n) for n in range(1, 30)) + "\n").encode())
+    cut = tmp_path / "killed.jl.gz"
+    cut.write_bytes(data[: len(data) * 2 // 3])  # what a crawl killed while writing its feed leaves
+    urls, _ = scan(tmp_path, cut)
+    assert urls and urls == [f"http://a.example/{n}" for n in range(1, len(urls) + 1)]
+    assert [
+        line for line in skipped_lines(caplog) if f"{cut} after line" in line and "cannot be read" in line
+    ]
+    assert "(1 damaged)" in capsys.readouterr().out
+    damaged = bytearray(data)
+    damaged[-6] ^= 0xFF  # the CRC / size trailer
+    (tmp_path / "crc.jl.gz").write_bytes(bytes(damaged))
+    assert (
+        main(["scan", str(tmp_path / "crc.jl.gz"), "--db", str(tmp_path / "crc.db"), "--workers", "0"]) == 0
+    )
+
+
+def _warc(path: Path, count: int, gz: bool = True, without_uri: int | None = None) -> None:
+    from warcio.statusandheaders import StatusAndHeaders
+    from warcio.warcwriter import WARCWriter
+
+    with path.open("wb") as out:
+        writer = WARCWriter(out, gzip=gz)
+        for n in range(count):
+            headers = StatusAndHeaders("200 OK", [("Content-Type", "text/html")], protocol="HTTP/1.1")
+            record = writer.create_warc_record(
+                f"http://w.example/{n}",
+                "response",
+                payload=io.BytesIO(page(n).encode()),
+                http_headers=headers,
+            )
+            if n == without_uri:
+                record.rec_headers.remove_header("WARC-Target-URI")
+            writer.write_record(record)
+
+
+def _offsets(path: Path) -> list[int]:
+    from warcio.archiveiterator import ArchiveIterator
+
+    with path.open("rb") as stream:
+        records = ArchiveIterator(stream)
+        return [records.get_record_offset() for _ in records]
+
+
+def test_a_warc_response_without_a_target_uri_is_skipped(tmp_path, caplog):
+    warc = tmp_path / "a.warc.gz"
+    _warc(warc, 6, without_uri=2)
+    urls, _ = scan(tmp_path, warc)
+    assert urls == [f"http://w.example/{n}" for n in (0, 1, 3, 4, 5)]
+    assert [line for line in skipped_lines(caplog) if str(warc) in line and "offset" in line]
+
+
+def test_a_damaged_warc_gz_member_is_skipped_and_reading_resumes_at_the_next(tmp_path, caplog, capsys):
+    warc = tmp_path / "a.warc.gz"
+    _warc(warc, 12)
+    offsets = _offsets(warc)
+    data = bytearray(warc.read_bytes())
+    data[offsets[5] + 40 : offsets[5] + 60] = bytes(20)  # 20 bytes inside the sixth record's member
+    warc.write_bytes(bytes(data))
+    urls, _ = scan(tmp_path, warc)
+    assert urls == [f"http://w.example/{n}" for n in range(12) if n != 5]
+    lines = skipped_lines(caplog)
+    assert len(lines) == 1 and f"{warc} at offset {offsets[5]}" in lines[0] and "\\x00" not in lines[0]
+    assert "Error -3" not in capsys.readouterr().err
+
+
+def test_a_warc_cut_short_says_where_it_stopped(tmp_path, caplog, capsys):
+    warc = tmp_path / "a.warc.gz"
+    _warc(warc, 10)
+    offsets = _offsets(warc)
+    warc.write_bytes(warc.read_bytes()[: offsets[6] + 50])
+    urls, _ = scan(tmp_path, warc)
+    assert urls == [f"http://w.example/{n}" for n in range(6)]
+    assert [line for line in skipped_lines(caplog) if f"{warc} at offset {offsets[6]}" in line]
+    assert "(1 damaged)" in capsys.readouterr().out
+
+
+def test_an_incomplete_last_record_is_read_once_the_warc_has_grown(tmp_path, caplog):
+    whole = tmp_path / "whole.warc"
+    _warc(whole, 5, gz=False)
+    growing = tmp_path / "growing.warc"
+    growing.write_bytes(whole.read_bytes()[:-200])  # still being written
+    urls, _ = scan(tmp_path, growing)
+    assert urls == [f"http://w.example/{n}" for n in range(4)]
+    assert [line for line in skipped_lines(caplog) if "cut short" in line]
+    growing.write_bytes(whole.read_bytes())
+    urls, _ = scan(tmp_path, growing)
+    assert urls == [f"http://w.example/{n}" for n in range(5)]
+
+
+def test_a_file_name_that_is_not_utf8_is_scanned(tmp_path):
+    folder = tmp_path / "pages"
+    folder.mkdir()
+    (folder / "good.html").write_text(page(1))
+    os.close(os.open(os.fsencode(folder) + b"/bad-\xff.html", os.O_CREAT | os.O_WRONLY))
+    with open(os.fsencode(folder) + b"/bad-\xff.html", "w") as handle:
+        handle.write(page(2))
+    urls, _ = scan(tmp_path, folder)
+    assert sorted(urls) == ["bad-\\udcff.html", "good.html"]
+
+
+def test_a_page_is_recorded_once_however_it_is_named(tmp_path, capsys):
+    folder = tmp_path / "pages"
+    folder.mkdir()
+    for n in range(3):
+        (folder / f"{n}.html").write_text(page(n))
+    (folder / "link.html").symlink_to(folder / "0.html")
+    urls, _ = scan(tmp_path, folder, folder, folder / "1.html", str(folder) + "/../pages/2.html")
+    assert sorted(urls) == ["0.html", "1.html", "2.html"]
+    assert "scanned 3 pages (7 already in the index)" in capsys.readouterr().out  # 10 names, 3 pages
+
+
+def test_concurrent_scans_over_the_same_inputs_record_each_page_once(tmp_path):
+    import subprocess
+    import sys
+
+    folder = tmp_path / "pages"
+    folder.mkdir()
+    for n in range(60):
+        (folder / f"{n}.html").write_text(page(n))
+    db = tmp_path / "shared.db"
+    command = [sys.executable, "-m", "scrapy_neardup.cli", "scan", str(folder), "--db", str(db)]
+    command += ["--workers", "0", "--batch", "4"]
+    procs = [subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for _ in range(4)]
+    errors = [p.communicate(timeout=300)[1].decode() for p in procs]
+    assert all(p.returncode == 0 for p in procs), errors
+    with sqlite3.connect(db) as con:
+        assert con.execute("SELECT COUNT(*), COUNT(DISTINCT source) FROM documents").fetchone() == (60, 60)
+
+
+@pytest.mark.parametrize("name", ["missing.html", "fifo.html", "unreadable.html", "data.csv"])
+def test_an_input_that_cannot_be_read_fails_before_the_index_is_made(tmp_path, capsys, name):
+    (tmp_path / "data.csv").write_text("a,b")
+    os.mkfifo(tmp_path / "fifo.html")
+    (tmp_path / "unreadable.html").write_text(page(1))
+    (tmp_path / "unreadable.html").chmod(0)
+    if name == "unreadable.html" and os.access(tmp_path / "unreadable.html", os.R_OK):
+        pytest.skip("running as a user who can read any file (root)")
+    assert main(["scan", str(tmp_path / name), "--db", str(tmp_path / "i.db")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and name in err and "Traceback" not in err
+    assert not (tmp_path / "i.db").exists()
+
+
+def test_an_unreadable_subfolder_is_named_and_the_rest_scanned(tmp_path, caplog):
+    folder = tmp_path / "pages"
+    (folder / "closed").mkdir(parents=True)
+    (folder / "open.html").write_text(page(1))
+    (folder / "closed" / "x.html").write_text(page(2))
+    (folder / "closed").chmod(0)
+    try:
+        if os.access(folder / "closed", os.R_OK):
+            pytest.skip("running as a user who can read any folder (root)")
+        urls, _ = scan(tmp_path, folder)
+    finally:
+        (folder / "closed").chmod(0o755)
+    assert urls == ["open.html"]
+    assert [line for line in skipped_lines(caplog) if "closed" in line]
+
+
+def test_a_file_over_max_body_is_skipped_without_being_read(tmp_path, caplog):
+    folder = tmp_path / "pages"
+    folder.mkdir()
+    (folder / "a.html").write_text(page(1))
+    with (folder / "huge.html").open("wb") as handle:
+        handle.truncate(50_000_000)  # sparse: reading it whole would take 50 MB
+    urls, _ = scan(tmp_path, folder)
+    assert urls == ["a.html"]
+    assert [line for line in skipped_lines(caplog) if "huge.html" in line and "max_body" in line]
