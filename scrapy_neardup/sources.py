@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import html
+import io
 import json
 import logging
 import os
@@ -231,55 +232,121 @@ def _feed_page(line: str, field: str | None, where: str, skips: Skips) -> tuple[
 
 
 def _read_warc(path: Path, skips: Skips, max_body: int) -> Iterator[Page]:
-    """HTML response records of a WARC file (warcio reads .warc and .warc.gz alike).
+    """HTML response records of a WARC file (.warc, or .warc.gz: a gzip member a record).
 
-    A damaged record is skipped and reading resumes at the next record (the next gzip member
-    of a .warc.gz); a last record cut short is *incomplete* (a WARC still being written): not
-    read, so a later scan of the grown file reads it whole.
+    A damaged record is skipped and reading resumes at the next one (a .warc.gz member by
+    member, so damage never reaches past its member); a last record cut short is *incomplete*
+    (a WARC still being written): not read, so a later scan of the grown file reads it whole.
     """
+    with path.open("rb") as stream:
+        if stream.read(2) == b"\x1f\x8b":
+            yield from _read_warc_members(path, stream, skips, max_body)
+        else:
+            yield from _read_warc_stream(path, stream, 0, skips, max_body)
+
+
+def _read_warc_members(path: Path, stream, skips: Skips, max_body: int) -> Iterator[Page]:
     from warcio.archiveiterator import ArchiveIterator
 
-    size = path.stat().st_size
-    start = 0
-    with path.open("rb") as stream:
-        while start < size:
-            stream.seek(start)
-            records = ArchiveIterator(stream)
-            last_end = None  # where the last record read in this pass ends
-            try:
-                for record in records:
-                    page = _warc_page(path, record, records, start, skips, max_body)
-                    last_end = start + records.get_record_offset() + (records.get_record_length() or 0)
-                    if page is not None:
-                        yield page
-                end = last_end if last_end is not None else start
-            except Exception as exc:  # warcio's errors on damaged bytes are of many kinds
-                # Read on from the next record; what lies before it is the damage.
-                found = _next_record(stream, start + 1 if last_end is None else last_end, size)
-                if last_end is None or found != last_end:
-                    damaged = start if last_end is None else last_end
-                    skips(
-                        "damaged", f"{_name(path)} at offset {damaged}", f"a damaged record ({_short(exc)})"
-                    )
-                if found is None:
-                    return
-                start = found
-                continue
-            stream.seek(end)
-            if stream.read(64).strip():
-                skips(
-                    "damaged",
-                    f"{_name(path)} at offset {end} of {size}",
-                    "the rest cannot be read (cut short?)",
-                )
+    limit = max(max_body * 2, 64 << 20)  # a member this large is one gzip stream for the whole file
+    for offset, data, problem in _gzip_members(stream, limit):
+        where = f"{_name(path)} at offset {offset}"
+        if problem == "too large":
+            yield from _read_warc_stream(path, stream, offset, skips, max_body)
             return
+        if data is None:
+            skips("incomplete" if problem == "cut short" else "damaged", where, f"a {problem} gzip member")
+            continue
+        try:
+            records = ArchiveIterator(io.BytesIO(data))
+            for record in records:
+                page = _warc_page(path, record, records, offset, skips, max_body, at=offset)
+                if page is not None:
+                    yield page
+        except Exception as exc:  # warcio's errors on damaged bytes are of many kinds
+            skips("damaged", where, f"a damaged record ({_short(exc)})")
 
 
-def _warc_page(path: Path, record, records, start: int, skips: Skips, max_body: int) -> Page | None:
-    """The page of an HTML response record of ``records`` (an ArchiveIterator started at ``start``)."""
+def _gzip_members(stream, limit: int) -> Iterator[tuple[int, bytes | None, str]]:
+    """(offset, decompressed bytes or None, what is wrong) for each gzip member of ``stream``."""
+    stream.seek(0, io.SEEK_END)
+    size = stream.tell()
+    offset = 0
+    while offset < size:
+        stream.seek(offset)
+        inflate = zlib.decompressobj(wbits=31)
+        parts, fed, held = [], 0, 0
+        problem = ""
+        while not inflate.eof:
+            chunk = stream.read(1 << 16)
+            if not chunk:
+                problem = "cut short"
+                break
+            try:
+                part = inflate.decompress(chunk)
+            except zlib.error as exc:
+                problem = f"damaged ({exc})"
+                break
+            fed += len(chunk)
+            held += len(part)
+            if held > limit:
+                yield offset, None, "too large"
+                return
+            parts.append(part)
+        if problem:
+            yield offset, None, problem
+            found = _next_record(stream, offset + 1, size, b"\x1f\x8b\x08")
+            if found is None:
+                return
+            offset = found
+            continue
+        yield offset, b"".join(parts), ""
+        offset += fed - len(inflate.unused_data)
+
+
+def _read_warc_stream(path: Path, stream, start: int, skips: Skips, max_body: int) -> Iterator[Page]:
+    """Records of an uncompressed WARC (or one gzip stream) from ``start``, resynchronised on the
+    next ``WARC/1.`` header after a damaged record."""
+    from warcio.archiveiterator import ArchiveIterator
+
+    stream.seek(0, io.SEEK_END)
+    size = stream.tell()
+    while start < size:
+        stream.seek(start)
+        records = ArchiveIterator(stream)
+        last_end = None  # where the last record read in this pass ends
+        try:
+            for record in records:
+                page = _warc_page(path, record, records, start, skips, max_body)
+                last_end = start + records.get_record_offset() + (records.get_record_length() or 0)
+                if page is not None:
+                    yield page
+            end = last_end if last_end is not None else start
+        except Exception as exc:  # warcio's errors on damaged bytes are of many kinds
+            # Read on from the next record; what lies before it is the damage.
+            found = _next_record(stream, start + 1 if last_end is None else last_end, size, b"WARC/1.")
+            if last_end is None or found != last_end:
+                damaged = start if last_end is None else last_end
+                skips("damaged", f"{_name(path)} at offset {damaged}", f"a damaged record ({_short(exc)})")
+            if found is None:
+                return
+            start = found
+            continue
+        stream.seek(end)
+        if stream.read(64).strip():
+            where = f"{_name(path)} at offset {end} of {size}"
+            skips("damaged", where, "the rest cannot be read (cut short?)")
+        return
+
+
+def _warc_page(
+    path: Path, record, records, start: int, skips: Skips, max_body: int, at: int | None = None
+) -> Page | None:
+    """The page of an HTML response record of ``records`` (an ArchiveIterator started at
+    ``start``), or of the gzip member ``at``."""
 
     def offset() -> int:  # warcio reads the record to its end to tell: asked after the content
-        return start + records.get_record_offset()
+        return at if at is not None else start + records.get_record_offset()
 
     if record.rec_type != "response" or record.http_headers is None:
         return None
@@ -303,12 +370,17 @@ def _warc_page(path: Path, record, records, start: int, skips: Skips, max_body: 
     return Page(storable(url), body, f"{_name(path.resolve())}@{offset()}", content_type=content_type)
 
 
-def _next_record(stream, after: int, size: int) -> int | None:
-    """The offset of the next gzip member or WARC record header at or after ``after``."""
+def _next_record(stream, after: int, size: int, marker: bytes) -> int | None:
+    """The offset of the next ``marker`` (a gzip member's or a WARC record's start) after ``after``."""
     stream.seek(after)
-    data = stream.read(size - after)
-    found = [i for i in (data.find(b"\x1f\x8b\x08"), data.find(b"WARC/1.")) if i >= 0]
-    return after + min(found) if found else None
+    while after < size:
+        block = stream.read(1 << 20)
+        found = block.find(marker)
+        if found >= 0:
+            return after + found
+        after += max(1, len(block) - len(marker) + 1)
+        stream.seek(after)
+    return None
 
 
 def _short(exc: BaseException) -> str:

@@ -135,15 +135,19 @@ def test_a_damaged_warc_gz_member_is_skipped_and_reading_resumes_at_the_next(tmp
     assert "Error -3" not in capsys.readouterr().err
 
 
-def test_a_warc_cut_short_says_where_it_stopped(tmp_path, caplog, capsys):
+def test_a_warc_gz_cut_short_says_where_it_stopped_and_is_read_on_when_grown(tmp_path, caplog, capsys):
+    whole = tmp_path / "whole.warc.gz"
+    _warc(whole, 10)
+    offsets = _offsets(whole)
     warc = tmp_path / "a.warc.gz"
-    _warc(warc, 10)
-    offsets = _offsets(warc)
-    warc.write_bytes(warc.read_bytes()[: offsets[6] + 50])
+    warc.write_bytes(whole.read_bytes()[: offsets[6] + 50])
     urls, _ = scan(tmp_path, warc)
     assert urls == [f"http://w.example/{n}" for n in range(6)]
     assert [line for line in skipped_lines(caplog) if f"{warc} at offset {offsets[6]}" in line]
-    assert "(1 damaged)" in capsys.readouterr().out
+    assert "(1 incomplete)" in capsys.readouterr().out
+    warc.write_bytes(whole.read_bytes())
+    urls, _ = scan(tmp_path, warc)
+    assert urls == [f"http://w.example/{n}" for n in range(10)]
 
 
 def test_an_incomplete_last_record_is_read_once_the_warc_has_grown(tmp_path, caplog):
