@@ -12,8 +12,9 @@ import dataclasses
 import logging
 import os
 import sqlite3
+import tempfile
 from collections import OrderedDict
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
@@ -39,6 +40,11 @@ MAX_WORKERS = max(64, 4 * (os.cpu_count() or 1))
 EXTRACTOR_LOGGERS = ("trafilatura", "htmldate", "justext", "courlan", "charset_normalizer", "readability")
 BACKENDS = ("sqlite",)
 _ATTRIBUTE = "_neardup_runtime"
+WARM_UP = (
+    "<html><body><article><p>"
+    + "A page that makes a worker import its extractor. " * 20
+    + "</p></article></body></html>"
+)
 _REMEMBERED = 50_000  # verdicts kept for the pipeline, newest first out of memory last
 
 
@@ -133,12 +139,16 @@ def _path(settings: BaseSettings, name: str) -> Path | None:
 
 
 def _check_writable(path: Path, name: str) -> None:
-    """Fail at start, not at close, when a file cannot be written where a setting says."""
-    folder = path.parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    if path.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
-        raise ConfigError(name, f"cannot write {path} (not a writable folder: {folder})")
+    """Fail at start, not at close, when a file cannot be written where a setting says: its folder is
+    made (the writer would make it anyway) and a file tried in it."""
+    if path.is_dir():
+        raise ConfigError(name, f"{path} is a folder; name a file")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path.parent):
+            pass
+    except OSError as exc:
+        raise ConfigError(name, f"cannot write {path} ({exc.strerror or exc})") from None
 
 
 def _flag(settings: BaseSettings, name: str) -> bool:
@@ -191,6 +201,7 @@ class NearDupRuntime:
         self._pool: ProcessPoolExecutor | None = None
         self._logged_once = False
         self._failures: set[str] = set()
+        self._warming: list[Future] = []  # each worker's first page: imports the extractor
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
 
     @classmethod
@@ -275,6 +286,8 @@ class NearDupRuntime:
         pool = self._workers()
         if pool is None:
             return fingerprint(body, self.config, content_type=content_type, extractor=extractor)
+        while self._warming:  # a page's time budget starts once the workers have started
+            await asyncio.wrap_future(self._warming.pop())
         future = pool.submit(fingerprint, body, self.config, content_type=content_type, extractor=extractor)
         try:
             return await asyncio.wait_for(asyncio.wrap_future(future), self.settings.page_timeout)
@@ -304,6 +317,9 @@ class NearDupRuntime:
                 self.settings = dataclasses.replace(self.settings, workers=0)
                 return None
             self._pool = ProcessPoolExecutor(self.settings.workers, mp_context=get_context("spawn"))
+            self._warming = [
+                self._pool.submit(fingerprint, WARM_UP, self.config) for _ in range(self.settings.workers)
+            ]
         return self._pool
 
     def remember(self, verdict: Verdict) -> Verdict:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import sys
-from functools import partial
 
 import scrapy
 from scrapy import signals
@@ -63,7 +62,7 @@ class SiteSpider(scrapy.Spider):
             yield self.request(response.urljoin(href))
 
 
-def fill_index(crawler, pages_left: int, spider=None) -> None:
+def fill_index(crawler, pages_left: int) -> None:
     """Let the crawl's index grow by ``pages_left`` pages of the file only (PRAGMA max_page_count)."""
     from scrapy_neardup.runtime import NearDupRuntime
 
@@ -94,9 +93,11 @@ def main() -> int:
     )
     deferred.addErrback(lambda failure: failures.append(failure.getErrorMessage() or repr(failure.value)))
     if config.get("index_pages_left") is not None:  # a full disk, as SQLite meets it: SQLITE_FULL
-        crawler.signals.connect(
-            partial(fill_index, crawler, config["index_pages_left"]), signals.spider_opened
-        )
+
+        def fill(spider) -> None:  # a function held by this frame: signals keep weak references
+            fill_index(crawler, config["index_pages_left"])
+
+        crawler.signals.connect(fill, signals.spider_opened)
     process.start()
     if failures:
         print("CRAWL FAILED TO START:", failures[0], file=sys.stderr)

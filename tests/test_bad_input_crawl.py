@@ -1,0 +1,108 @@
+"""Bad input to a crawl, each against a real local HTTP server: wrong settings fail at start naming
+the setting; a full disk, a locked index and pathological pages never stop the crawl nor lose a page."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from crawling import ADDON, crawl, expected, path_of, serve
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("NEARDUP_URL_FIELD", ["url"]),
+        ("NEARDUP_TAG_FIELD", ["x"]),
+        ("NEARDUP_ITEM_FIELD", ["html"]),
+        ("NEARDUP_DB", 5),
+        ("NEARDUP_REPORT", "{tmp}/a-file/report.html"),
+        ("NEARDUP_IMATCH_LEXICONS", 1_000_000),
+        ("NEARDUP_WORKERS", 10_000),
+        ("NEARDUP_PAGE_TIMEOUT", "soon"),
+        ("NEARDUP_RESET", "maybe"),
+        ("NEARDUP_DROP_UNCHANGED", "perhaps"),
+        ("NEARDUP_SCOPE", "planet"),
+    ],
+)
+def test_a_bad_setting_stops_the_crawl_at_start_naming_it(tmp_path, site, setting, value):
+    (tmp_path / "a-file").write_text("a file, where the report's folder should be")
+    value = value.format(tmp=tmp_path) if isinstance(value, str) else value
+    result = crawl(
+        tmp_path, [site + "/"], {**ADDON, "NEARDUP_DB": str(tmp_path / "i.db"), setting: value}, check=False
+    )
+    assert result["returncode"] != 0
+    failed = [line for line in result["stderr"].splitlines() if "CRAWL FAILED TO START" in line]
+    assert failed and setting in failed[0], result["stderr"][-2000:]
+    assert not result["items"]
+
+
+def test_a_full_disk_passes_every_page_on_and_says_so_once(tmp_path, site):
+    db = tmp_path / "full.db"
+    result = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_DB": str(db)}, index_pages_left=3)
+    stats = result["stats"]
+    assert stats["finish_reason"] == "finished"
+    assert stats["neardup/skipped/error"] >= 5
+    # Every HTML page reached the feed: what could not be judged was let through.
+    assert expected("unique") <= {path_of(item["url"]) for item in result["items"]}
+    errors = [line for line in result["stderr"].splitlines() if "ERROR" in line and "scrapy-neardup" in line]
+    assert len(errors) == 1 and "database or disk is full" in errors[0] and "free disk space" in errors[0]
+    assert "Traceback" not in result["stderr"]
+
+
+def test_a_locked_index_is_waited_for_and_the_wait_logged(tmp_path, site):
+    db = tmp_path / "locked.db"
+    crawl(tmp_path, [site + "/short.html"], {**ADDON, "NEARDUP_DB": str(db)})  # the file exists
+    hold = (
+        "import sqlite3, sys, time; c = sqlite3.connect(sys.argv[1], isolation_level=None); "
+        "c.execute('BEGIN IMMEDIATE'); print('held', flush=True); time.sleep(7)"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", hold, str(db)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    result = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_DB": str(db)})
+    holder.wait()
+    assert "is locked by another process; waited" in result["stderr"]
+    assert result["stats"]["neardup/dropped"] == len(expected("duplicate"))
+
+
+def _pathological_site(root: Path) -> None:
+    """A page with one tag of 6,000 attributes (the extractor's parser is quadratic in them: at
+    300,000 it took minutes; the spider's parser too, so the test keeps it small), a page that
+    takes seconds to extract, and a plain one."""
+    attributes = " ".join(f"attribute{i}=1" for i in range(6_000))
+    paragraphs = "".join(
+        f"<p>Paragraph {i} of a long page about the harbour and its boats.</p>" for i in range(40_000)
+    )
+    article = "<article><p>" + "The library opened a new reading room for children. " * 30 + "</p></article>"
+    pages = {
+        "crowded.html": f"<html><body><div {attributes}>x</div>{article}</body></html>",
+        "long.html": f"<html><body><article>{paragraphs}</article></body></html>",
+        "ok.html": f"<html><body>{article}</body></html>",
+    }
+    links = "".join(f"<a href='/{name}'>{name}</a>" for name in pages)
+    (root / "index.html").write_text(f"<html><body>{links}</body></html>")
+    for name, html in pages.items():
+        (root / name).write_text(html)
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_a_pathological_page_is_skipped_and_the_crawl_goes_on(tmp_path, workers):
+    root = tmp_path / "site"
+    root.mkdir()
+    _pathological_site(root)
+    settings = {**ADDON, "NEARDUP_DB": str(tmp_path / "p.db"), "NEARDUP_WORKERS": workers}
+    if workers:  # a page that takes longer than the budget is passed on unjudged
+        settings["NEARDUP_PAGE_TIMEOUT"] = 0.3
+    with serve(root) as url:
+        result = crawl(tmp_path, [url + "/"], settings)
+    stats = result["stats"]
+    assert stats["neardup/skipped/pathological"] == 1
+    assert {path_of(item["url"]) for item in result["items"]} >= {"/crowded.html", "/long.html", "/ok.html"}
+    if workers:
+        assert stats["neardup/skipped/timeout"] == 1
+    with sqlite3.connect(tmp_path / "p.db") as con:
+        ok = con.execute("SELECT status FROM documents WHERE url LIKE '%/ok.html'").fetchone()
+    assert ok == ("unique",)
