@@ -28,6 +28,7 @@ from .report import FORMATS, format_for, render_report, write_report
 from .report.clusters import CANONICAL_POLICIES, load_clusters
 from .report.html_report import TEXT_BUDGET
 from .sources import Page, Skips, check_input, read_page_file, read_pages
+from .text import storable
 from .verify import DECISION_ORDER, Comparison, compare
 
 
@@ -326,7 +327,9 @@ def run_report(args: argparse.Namespace) -> int:
     with SQLiteIndex.open_existing(args.db) as index:
         if fmt == "csv" and hasattr(sys.stdout, "reconfigure"):
             sys.stdout.reconfigure(newline="")  # the csv module writes its own line ends
-        render_report(index, sys.stdout, fmt, args.canonical, progress, Path(args.db).name, args.text_budget)
+        render_report(
+            index, sys.stdout, fmt, args.canonical, progress, storable(Path(args.db).name), args.text_budget
+        )
     return 0
 
 

@@ -7,6 +7,7 @@ and the ``scrapy neardup-report`` command: HTML (self-contained, with charts), J
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import tempfile
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import TextIO
 
 from ..exceptions import ConfigError, IndexFileError, InputError
 from ..index import Index, SQLiteIndex
+from ..text import storable
 from .clusters import CANONICAL_POLICIES, ClusterSet, check_policy, load_clusters
 from .csv_report import write_csv
 from .html_report import TEXT_BUDGET, write_html
@@ -98,6 +100,8 @@ def write_report(
         raise InputError(f"{out}: is a folder; name the report file (say {out / ('report.' + fmt)})")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
+        for stale in out.parent.glob(f".{glob.escape(out.name)}.*.tmp"):  # left by a killed writer
+            stale.unlink(missing_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
     except OSError as exc:
         raise InputError(f"{out}: cannot write the report there ({exc.strerror or exc})") from None
@@ -106,7 +110,9 @@ def write_report(
             os.fdopen(fd, "w", encoding="utf-8", newline="" if fmt == "csv" else None) as handle,
             SQLiteIndex.open_existing(db) as index,
         ):
-            render_report(index, handle, fmt, canonical, progress, source=db.name, text_budget=text_budget)
+            render_report(
+                index, handle, fmt, canonical, progress, source=storable(db.name), text_budget=text_budget
+            )
         os.chmod(tmp, 0o644)
         os.replace(tmp, out)
     except BaseException:

@@ -1,0 +1,108 @@
+"""A damaged, forged or mismatched index: one line naming the file and what to do, never a
+traceback, never a write into a damaged file; a damaged stored text costs only that text."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import shutil
+import sqlite3
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import pytest
+
+from scrapy_neardup.cli import main
+from scrapy_neardup.report import write_report
+
+SITE = Path(__file__).parent / "site"
+
+
+@pytest.fixture(scope="module")
+def index_file(tmp_path_factory) -> Path:
+    db = tmp_path_factory.mktemp("index") / "base.db"
+    assert main(["scan", str(SITE), "--db", str(db), "--workers", "0"]) == 0
+    return db
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "scrapy_neardup.cli", *args], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_damaged_index_gives_one_line_and_is_never_written_into(tmp_path, index_file, seed):
+    damaged = tmp_path / "damaged.db"
+    shutil.copy(index_file, damaged)
+    size, rnd = damaged.stat().st_size, random.Random(seed)
+    with damaged.open("r+b") as handle:
+        for _ in range(3):  # three random 1 KiB pages overwritten
+            handle.seek(rnd.randrange(1, size // 1024) * 1024)
+            handle.write(rnd.randbytes(1024))
+    try:
+        healthy = sqlite3.connect(damaged).execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    except sqlite3.DatabaseError:
+        healthy = False
+    before = hashlib.sha256(damaged.read_bytes()).hexdigest()
+    scan = _cli("scan", str(SITE / "articles"), "--db", str(damaged), "--workers", "0")
+    report = _cli("report", "--db", str(damaged), "--format", "json")
+    for run in (scan, report):
+        assert "Traceback" not in run.stderr
+        if run.returncode:
+            assert run.returncode == 2 and run.stderr.count("\n") == 1 and str(damaged) in run.stderr
+    if not healthy:
+        assert scan.returncode == 2 and "restore it from a copy" in scan.stderr
+        assert hashlib.sha256(damaged.read_bytes()).hexdigest() == before
+
+
+def test_forged_meta_rows_are_named(tmp_path, index_file):
+    forgeries = [
+        "DELETE FROM meta WHERE key = 'config'",
+        "UPDATE meta SET value = '{not json' WHERE key = 'config'",
+        "UPDATE meta SET value = 'many' WHERE key = 'spot_overlap'",
+    ]
+    for forged in forgeries:
+        db = tmp_path / "forged.db"
+        shutil.copy(index_file, db)
+        with sqlite3.connect(db) as con:
+            con.execute(forged)
+        run = _cli("scan", str(SITE / "articles"), "--db", str(db), "--workers", "0")
+        assert run.returncode == 2 and "Traceback" not in run.stderr and "meta" in run.stderr, forged
+
+
+def test_a_damaged_stored_text_is_left_out_of_the_report(tmp_path, index_file, caplog):
+    db = tmp_path / "texts.db"
+    shutil.copy(index_file, db)
+    with sqlite3.connect(db) as con:
+        doc = con.execute("SELECT duplicate_of FROM documents WHERE method != 'exact' LIMIT 1").fetchone()[0]
+        con.execute("UPDATE texts SET text = ? WHERE doc = ?", (b"not zlib at all", doc))
+        assert zlib.decompress(
+            con.execute("SELECT text FROM texts WHERE doc != ? LIMIT 1", (doc,)).fetchone()[0]
+        )
+    out = write_report(db, tmp_path / "report.html")
+    assert "<svg" in out.read_text()
+    assert f"the stored text of document {doc} is damaged" in caplog.text
+
+
+def test_a_different_scope_on_an_existing_index_is_refused(tmp_path, capsys):
+    db = tmp_path / "scoped.db"
+    assert main(["scan", str(SITE / "articles"), "--db", str(db), "--workers", "0"]) == 0
+    assert main(["scan", str(SITE / "mirror"), "--db", str(db), "--scope", "domain"]) == 2
+    err = capsys.readouterr().err
+    assert "scope" in err and "'global'" in err and "'domain'" in err and str(db) in err
+
+
+def test_a_report_killed_while_writing_leaves_no_file_behind_the_next_one(tmp_path, index_file):
+    out = tmp_path / "report.html"
+    (tmp_path / ".report.html.abc123.tmp").write_text("half a report from a killed run")
+    write_report(index_file, out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]
+
+
+def test_an_index_path_that_is_not_utf8_gets_its_report(tmp_path, index_file):
+    db = os.fsencode(tmp_path) + b"/index-\xff.db"
+    shutil.copy(index_file, db)
+    out = write_report(os.fsdecode(db), tmp_path / "report.html")
+    assert "index-\\udcff.db" in out.read_text(encoding="utf-8")
