@@ -84,7 +84,7 @@ class CrawlSettings:
             check_format(report_format)
         from .report.clusters import check_policy
 
-        canonical = check_policy(settings.get("NEARDUP_CANONICAL") or "first-seen", "NEARDUP_CANONICAL")
+        canonical = check_policy(_text(settings, "NEARDUP_CANONICAL", "first-seen"), "NEARDUP_CANONICAL")
         flags = {
             name: _flag(settings, f"NEARDUP_{name.upper()}")
             for name in ("debug", "reset", "drop_unchanged", "log_extractors")
@@ -117,6 +117,13 @@ def _number(settings: BaseSettings, name: str, default: Any, kind: type, low: An
     if not low <= number <= high:
         raise ConfigError(name, f"must be between {low} and {high}, got {number}")
     return number
+
+
+def _text(settings: BaseSettings, name: str, default: str) -> str:
+    value = settings.get(name) or default
+    if not isinstance(value, str):
+        raise ConfigError(name, f"expected a string, got {value!r}")
+    return value
 
 
 def _field(settings: BaseSettings, name: str, default: str | None) -> str | None:
@@ -154,7 +161,7 @@ def _check_writable(path: Path, name: str) -> None:
 def _flag(settings: BaseSettings, name: str) -> bool:
     try:
         return settings.getbool(name)
-    except ValueError:
+    except (ValueError, TypeError):
         raise ConfigError(name, f"expected true or false, got {settings.get(name)!r}") from None
 
 

@@ -106,3 +106,31 @@ def test_a_pathological_page_is_skipped_and_the_crawl_goes_on(tmp_path, workers)
     with sqlite3.connect(tmp_path / "p.db") as con:
         ok = con.execute("SELECT status FROM documents WHERE url LIKE '%/ok.html'").fetchone()
     assert ok == ("unique",)
+
+
+def _all_settings() -> list[str]:
+    from scrapy_neardup.config import DedupConfig
+
+    crawl_side = "ACTION DB BACKEND WORKERS PAGE_TIMEOUT ITEM_FIELD URL_FIELD TAG_FIELD REPORT REPORT_FORMAT"
+    crawl_side += " CANONICAL DEBUG RESET DROP_UNCHANGED LOG_EXTRACTORS"
+    return [f"NEARDUP_{name.upper()}" for name, _, _ in DedupConfig.docs()] + [
+        f"NEARDUP_{n}" for n in crawl_side.split()
+    ]
+
+
+@pytest.mark.parametrize("setting", _all_settings())
+@pytest.mark.parametrize("value", [["a", "list"], {"a": "dict"}, -7, "nonsense-value"])
+def test_every_setting_rejects_a_wrong_value_naming_itself(tmp_path, setting, value):
+    """In process, every knob: a wrong type or value is refused with the setting's name, or taken."""
+    from scrapy.settings import Settings
+
+    from scrapy_neardup.config import DedupConfig
+    from scrapy_neardup.exceptions import ConfigError
+    from scrapy_neardup.runtime import CrawlSettings
+
+    settings = Settings({"NEARDUP_DB": str(tmp_path / "i.db"), setting: value})
+    try:
+        DedupConfig.from_settings(settings)
+        CrawlSettings.from_settings(settings, "spider")
+    except ConfigError as exc:
+        assert setting in str(exc)
