@@ -313,8 +313,10 @@ def label_matrix(data: qd.DataSet) -> np.ndarray:
     codes = group_codes(data)
     labels[(codes[:, None] == codes[None, :]) & (codes[:, None] != -1)] = 1
     labels[variant_pairs(data)] = -1
+    if data.judged_pairs_only:
+        labels[:] = -1
     for (i, j), label in data.pairs.items():
-        labels[i, j] = labels[j, i] = 1 if label else -1
+        labels[i, j] = labels[j, i] = {True: 1, False: 0, None: -1}[label]
     upper = np.triu(np.ones((n, n), dtype=bool), 1)
     labels[~upper] = -1
     return labels
@@ -443,6 +445,8 @@ class Bench:
 
     def text(self, name: str, extractor: str) -> list[str | None]:
         key = (name, extractor)
+        if key not in self.texts and self.sets[name].is_text:
+            self.texts[key] = [b.decode("utf-8", errors="replace") for b in self.sets[name].bodies]
         if key not in self.texts:
             start = time.perf_counter()
             self.texts[key] = extract_all(self.sets[name].bodies, extractor, self.use_cache)
@@ -493,7 +497,10 @@ def cross_check(bench: Bench, name: str, config: DedupConfig, samples: int = 400
     for i, j in pairs:
         for k in (i, j):
             if k not in direct:
-                direct[k] = fingerprint(data.bodies[k], config, methods=frozenset(ALL_METHODS))
+                extractor = "text" if data.is_text else None
+                direct[k] = fingerprint(
+                    data.bodies[k], config, methods=frozenset(ALL_METHODS), extractor=extractor
+                )
         a, b = direct[i], direct[j]
         expected = a.judged and b.judged and compare(a, b, config).duplicate
         if bool(matrix[i, j]) != expected:
@@ -634,7 +641,9 @@ def ensure_llvm_site(site: Path) -> bool:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sets", default="llvm,aeb,cleanportaleval,zh", help="comma-separated data sets")
+    parser.add_argument(
+        "--sets", default="webis,llvm,aeb,cleanportaleval,zh", help="comma-separated data sets"
+    )
     parser.add_argument("--seeds", default=f"{qd.TUNING_SEED},{qd.HELD_OUT_SEED}",
                         help="variant generator seeds; the first is the tuning seed")  # fmt: skip
     parser.add_argument("--sweep", action="store_true", help="also sweep each knob (tuning seed only)")
@@ -658,6 +667,8 @@ def main() -> int:
 
     log("loading data sets ...")
     sets: dict[str, qd.DataSet] = {}
+    if "webis" in wanted:
+        sets["webis"] = qd.webis_set()
     if "llvm" in wanted and ensure_llvm_site(args.llvm_site):
         sets["llvm"] = qd.llvm_set(args.llvm_site)
     templates = None

@@ -145,8 +145,10 @@ class Template:
 class DataSet:
     """Pages (id, body) and their labels: ``groups`` (same group = duplicate) or explicit ``pairs``.
 
-    ``pairs`` maps an (i, j) index pair with i < j to True (duplicate) or None (ambiguous: left
-    out of scoring); unlisted pairs are distinct. ``groups[i] is None`` means page i is
+    ``pairs`` maps an (i, j) index pair with i < j to True (duplicate), False (distinct) or None
+    (ambiguous: left out of scoring); unlisted pairs are distinct, or left out when
+    ``judged_pairs_only`` (a set of judged pairs, not of pages). ``is_text``: the bodies are
+    main text already, read as they are by every extractor. ``groups[i] is None`` means page i is
     duplicate of no other page. ``variant[i]`` marks generated variants: two variants of the
     same group are left out of scoring.
     """
@@ -159,6 +161,8 @@ class DataSet:
     note: str = ""
     variant: list[bool] = field(default_factory=list)
     recipes: list[Recipe | None] = field(default_factory=list)
+    judged_pairs_only: bool = False
+    is_text: bool = False
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -674,6 +678,23 @@ def cleanportaleval_set() -> DataSet:
     )
     bodies = [(s.page or "").encode("utf-8") for s in sources]
     return DataSet("cleanportaleval", [s.id for s in sources], bodies, groups, note=note)
+
+
+def webis_set(folder: Path = SHARED_DATA / "webis-s3") -> DataSet:
+    """The 118 web page pairs of Webis S3 (TREC Terabyte), judged by people: label >= 1 is a
+    near-duplicate. Only these pairs are scored; every pair shares much text (S3 >= 0.4)."""
+    rows = [json.loads(line) for line in (folder / "pairs.jsonl").read_text(encoding="utf-8").splitlines()]
+    names = sorted({r[k] for r in rows for k in ("a", "b")})
+    position = {name: i for i, name in enumerate(names)}
+    pairs: dict[tuple[int, int], bool | None] = {}
+    for r in rows:
+        i, j = sorted((position[r["a"]], position[r["b"]]))
+        pairs[(i, j)] = r["label"] >= 1
+    bodies = [(folder / "docs" / name).read_bytes() for name in names]
+    dups = sum(pairs.values())
+    note = f"{len(pairs)} judged pairs of real web pages ({dups} near-duplicates), {len(names)} texts"
+    return DataSet("webis", [f"webis/{n}" for n in names], bodies, None, pairs, note,
+                   judged_pairs_only=True, is_text=True)  # fmt: skip
 
 
 def llvm_set(site: Path = LLVM_SITE) -> DataSet:
