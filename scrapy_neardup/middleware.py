@@ -66,7 +66,7 @@ class NearDupDownloaderMiddleware:
             self.runtime.acted(verdict, what)
         if what == "dropped":
             raise IgnoreRequest(why_dropped(verdict))
-        if self.runtime.settings.action == "tag":
+        if self.runtime.settings.action == "tag" or what == "uncertain":
             request.meta["neardup"] = verdict.as_dict()
         return response
 

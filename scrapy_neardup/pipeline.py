@@ -75,11 +75,11 @@ class NearDupPipeline:
             extractor = item_extractor(content)
             verdict = await self.runtime.judge(url or f"item:{self._items}", content, extractor=extractor)
         what = self.runtime.action_on(verdict, item=True)
-        if what is not None and not (reused and what == "tagged"):  # tags are counted by the page
+        if what is not None and not (reused and what in ("tagged", "uncertain")):  # counted by the page
             self.runtime.acted(verdict, what)
         if what == "dropped":
             raise NearDuplicateItem(verdict)
-        if settings.action == "tag":
+        if settings.action == "tag" or what == "uncertain":
             self._tag(adapter, verdict)
         return item
 

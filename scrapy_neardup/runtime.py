@@ -67,6 +67,7 @@ class CrawlSettings:
     drop_unchanged: bool = False
     log_extractors: bool = False
     page_timeout: float = 60.0
+    drop_above: float | None = None
 
     @classmethod
     def from_settings(cls, settings: BaseSettings, spider_name: str) -> CrawlSettings:
@@ -74,6 +75,9 @@ class CrawlSettings:
         backend = _choice(settings, "NEARDUP_BACKEND", BACKENDS, "sqlite")
         workers = _number(settings, "NEARDUP_WORKERS", 0, int, 0, MAX_WORKERS)
         page_timeout = _number(settings, "NEARDUP_PAGE_TIMEOUT", 60.0, float, 0.1, 86400.0)
+        drop_above = None
+        if settings.get("NEARDUP_DROP_ABOVE") not in (None, ""):
+            drop_above = _number(settings, "NEARDUP_DROP_ABOVE", None, float, 0.0, 1.0)
         report = _path(settings, "NEARDUP_REPORT")
         if report is not None:
             _check_writable(report, "NEARDUP_REPORT")
@@ -95,6 +99,7 @@ class CrawlSettings:
             backend=backend,
             workers=workers,
             page_timeout=page_timeout,
+            drop_above=drop_above,
             item_field=_field(settings, "NEARDUP_ITEM_FIELD", None),
             tag_field=_field(settings, "NEARDUP_TAG_FIELD", "neardup"),
             url_field=_field(settings, "NEARDUP_URL_FIELD", "url"),
@@ -353,18 +358,25 @@ class NearDupRuntime:
         return verdict
 
     def action_on(self, verdict: Verdict, item: bool = False) -> str | None:
-        """``dropped``, ``tagged`` or None (passed as it is) for a page's verdict, or its ``item``'s.
+        """``dropped``, ``tagged``, ``uncertain`` (let through tagged) or None (passed as it is) for a
+        page's verdict, or its ``item``'s.
 
         An unchanged revisit's page always passes, so its links are followed; with
         NEARDUP_DROP_UNCHANGED its items are dropped, whatever the action, unless a crawl that
-        never closed admitted it (its item may have been lost with that crawl).
+        never closed admitted it (its item may have been lost with that crawl). In drop mode with
+        NEARDUP_DROP_ABOVE, a near-duplicate below that similarity is only tagged.
         """
         unchanged = verdict.revisit == "unchanged" and not (verdict.duplicate or verdict.unconfirmed)
         if item and unchanged and self.settings.drop_unchanged:
             return "dropped"
         if not verdict.duplicate:
             return None
-        return "dropped" if self.settings.action == "drop" else "tagged"
+        if self.settings.action == "tag":
+            return "tagged"
+        sure = self.settings.drop_above
+        if sure is not None and verdict.method != "exact" and (verdict.similarity or 0.0) < sure:
+            return "uncertain"
+        return "dropped"
 
     def link_item(self, item: Any, verdict: Verdict) -> None:
         """Remember which page's verdict an item came from (held with the item, so ids stay unique)."""
@@ -383,20 +395,20 @@ class NearDupRuntime:
         self.stats.inc_value(f"neardup/skipped/{reason}")
 
     def acted(self, verdict: Verdict, what: str) -> None:
-        """Count a drop or a tag and log it, at DEBUG, once unless NEARDUP_DEBUG."""
+        """Count a drop, a tag or an uncertain pass, and log it at DEBUG, once unless NEARDUP_DEBUG."""
         self.stats.inc_value(f"neardup/{what}")
         if self.settings.debug or not self._logged_once:
             more = (
                 "" if self.settings.debug else " - no more near-duplicates will be shown (see NEARDUP_DEBUG)"
             )
-            verb = "Filtered" if what == "dropped" else "Tagged"
-            if verdict.duplicate:
+            if not verdict.duplicate:
+                logger.debug("Filtered unchanged revisit %s (NEARDUP_DROP_UNCHANGED)%s", verdict.url, more)
+            else:
+                verb = {"dropped": "Filtered", "tagged": "Tagged"}.get(what, "Let through uncertain")
                 logger.debug(
                     "%s near-duplicate %s of %s (%s, similarity %.3f)%s", verb, verdict.url,
                     verdict.duplicate_of_url, verdict.method, verdict.similarity or 0.0, more,
                 )  # fmt: skip
-            else:
-                logger.debug("%s unchanged revisit %s (NEARDUP_DROP_UNCHANGED)%s", verb, verdict.url, more)
             self._logged_once = True
 
     # --- closing ------------------------------------------------------------------------

@@ -222,3 +222,18 @@ def test_the_addon_adds_a_handful_of_log_lines(tmp_path, site):
     assert lines(with_addon["stderr"]) - lines(without["stderr"]) <= 5
     for library in ("trafilatura", "htmldate", "justext", "courlan"):
         assert f"[{library}" not in with_addon["stderr"]
+
+
+def test_drop_above_lets_uncertain_near_duplicates_through_tagged(tmp_path, site):
+    settings = {**ADDON, "NEARDUP_DB": str(tmp_path / "margin.sqlite"), "NEARDUP_DROP_ABOVE": 0.999}
+    result = crawl(tmp_path, [site + "/"], settings)
+    stats = result["stats"]
+    assert stats["neardup/dropped"] == 2  # the exact copies: always sure
+    assert stats["neardup/uncertain"] == 3  # the near ones, all under 0.999
+    items = {path_of(item["url"]): item for item in result["items"]}
+    uncertain = [item["neardup"] for item in items.values() if item.get("neardup")]
+    assert len(uncertain) == 3
+    assert all(
+        tag["duplicate"] and tag["method"] != "exact" and tag["similarity"] < 0.999 for tag in uncertain
+    )
+    assert "Let through uncertain near-duplicate" in result["stderr"]
