@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-test
+DEMO_STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint bench bench-quality clean
 
@@ -14,6 +15,11 @@ $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	touch $(STAMP)
 
+# The demo needs the package alone, not the test tools.
+$(DEMO_STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/pip install -q -e .
+	touch $(DEMO_STAMP)
+
 test: $(STAMP)
 	$(BIN)/ruff check scrapy_neardup tests benchmarks
 	$(BIN)/python -m pytest
@@ -24,7 +30,7 @@ lint: $(STAMP)
 
 # Serves example_project/site/ on 127.0.0.1, crawls it with the add-on in drop mode, prints
 # the stats and the report's path (example_project/output/report.html).
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(BIN)/python example_project/run_demo.py
 
 bench: $(STAMP)
