@@ -258,13 +258,13 @@ def _read_warc_members(path: Path, stream, skips: Skips, max_body: int) -> Itera
             skips("incomplete" if problem == "cut short" else "damaged", where, f"a {problem} gzip member")
             continue
         try:
-            records = ArchiveIterator(io.BytesIO(data))
-            for record in records:
-                page = _warc_page(path, record, records, offset, skips, max_body, at=offset)
+            for record in ArchiveIterator(io.BytesIO(data)):
+                page = _warc_page(path, record, offset, skips, max_body)
                 if page is not None:
                     yield page
         except Exception as exc:  # warcio's errors on damaged bytes are of many kinds
-            skips("damaged", where, f"a damaged record ({_short(exc)})")
+            reason, why = _warc_problem(exc)
+            skips(reason, where, why)
 
 
 def _gzip_members(stream, limit: int) -> Iterator[tuple[int, bytes | None, str]]:
@@ -304,9 +304,18 @@ def _gzip_members(stream, limit: int) -> Iterator[tuple[int, bytes | None, str]]
         offset += fed - len(inflate.unused_data)
 
 
+WARC_TYPES = frozenset(
+    ("warcinfo", "response", "resource", "request", "metadata", "revisit", "conversion", "continuation")
+)
+
+
+class BadRecord(Exception):
+    """A WARC record that is well-formed enough to skip but not to read (counted ``bad_record``)."""
+
+
 def _read_warc_stream(path: Path, stream, start: int, skips: Skips, max_body: int) -> Iterator[Page]:
     """Records of an uncompressed WARC (or one gzip stream) from ``start``, resynchronised on the
-    next ``WARC/1.`` header after a damaged record."""
+    next ``WARC/1.`` header after a record that cannot be read (each counted once, at its start)."""
     from warcio.archiveiterator import ArchiveIterator
 
     stream.seek(0, io.SEEK_END)
@@ -314,60 +323,104 @@ def _read_warc_stream(path: Path, stream, start: int, skips: Skips, max_body: in
     while start < size:
         stream.seek(start)
         records = ArchiveIterator(stream)
-        last_end = None  # where the last record read in this pass ends
+        at = start  # where the record being read starts
         try:
             for record in records:
-                page = _warc_page(path, record, records, start, skips, max_body)
-                last_end = start + records.get_record_offset() + (records.get_record_length() or 0)
+                length = record.rec_headers.get_header("Content-Length") or ""
+                if not length.strip().isdigit():  # it would swallow the records after it
+                    raise BadRecord(f"a record without a valid Content-Length ({one_line(length, 40)!r})")
+                page = _warc_page(path, record, at, skips, max_body)
+                at = start + records.get_record_offset() + (records.get_record_length() or 0)
                 if page is not None:
                     yield page
-            end = last_end if last_end is not None else start
         except Exception as exc:  # warcio's errors on damaged bytes are of many kinds
-            # Read on from the next record; what lies before it is the damage.
-            found = _next_record(stream, start + 1 if last_end is None else last_end, size, b"WARC/1.")
-            if last_end is None or found != last_end:
-                damaged = start if last_end is None else last_end
-                skips("damaged", f"{_name(path)} at offset {damaged}", f"a damaged record ({_short(exc)})")
+            reason, why = _warc_problem(exc)
+            header = _next_record(stream, at, size, b"WARC/1.")
+            stream.seek(at)
+            gap = stream.read(header - at) if header is not None else b""
+            if header is not None and gap.strip() and len(gap) <= 8:
+                logger.debug("%s: stray bytes %r at offset %d, before a record", _name(path), gap, at)
+                start = header  # a damaged separator: the record after it may be whole
+                continue
+            if header is not None and not gap.strip():
+                at = header  # the failing record's own header, after the blank lines before it
+            skips(reason, f"{_name(path)} at offset {at}", why)
+            found = _next_record(stream, at + 1, size, b"WARC/1.")
             if found is None:
                 return
             start = found
             continue
-        stream.seek(end)
+        stream.seek(at)
         if stream.read(64).strip():
-            where = f"{_name(path)} at offset {end} of {size}"
-            skips("damaged", where, "the rest cannot be read (cut short?)")
+            skips(
+                "damaged", f"{_name(path)} at offset {at} of {size}", "the rest cannot be read (cut short?)"
+            )
         return
 
 
-def _warc_page(
-    path: Path, record, records, start: int, skips: Skips, max_body: int, at: int | None = None
-) -> Page | None:
-    """The page of an HTML response record of ``records`` (an ArchiveIterator started at
-    ``start``), or of the gzip member ``at``."""
+def _warc_problem(exc: Exception) -> tuple[str, str]:
+    """(reason, message) for an exception met reading a WARC record."""
+    if isinstance(exc, BadRecord):
+        return "bad_record", str(exc)
+    if isinstance(exc, AttributeError) and "startswith" in str(exc):  # warcio on a missing target URI
+        return "bad_record", "a response record without WARC-Target-URI"
+    return "damaged", f"a damaged record ({_short(exc)})"
 
-    def offset() -> int:  # warcio reads the record to its end to tell: asked after the content
-        return at if at is not None else start + records.get_record_offset()
 
-    if record.rec_type != "response" or record.http_headers is None:
+def _warc_page(path: Path, record, at: int, skips: Skips, max_body: int) -> Page | None:
+    """The page of a response record starting at offset ``at`` (None for what is not a page).
+
+    An HTML page is one whose HTTP Content-Type says so, or, without one (no HTTP headers,
+    a target URI warcio does not parse them for), whose body looks like HTML.
+    """
+    if record.rec_type not in WARC_TYPES:
+        raise BadRecord(f"a record of unknown WARC-Type {one_line(str(record.rec_type), 40)!r}")
+    if record.rec_type != "response":
         return None
-    content_type = record.http_headers.get_header("Content-Type") or ""
-    if "html" not in content_type.lower():
-        return None
+    where = f"{_name(path)} at offset {at}"
     url = record.rec_headers.get_header("WARC-Target-URI")
     if not url:
-        skips(
-            "bad_record", f"{_name(path)} at offset {offset()}", "a response record without WARC-Target-URI"
-        )
-        return None
+        raise BadRecord("a response record without WARC-Target-URI")
     if (record.length or 0) > max_body + 65536:
-        skips("too_large", f"{_name(path)} at offset {offset()}", f"a record of {record.length} bytes")
+        skips("too_large", where, f"a record of {record.length} bytes")
         return None
-    body = record.content_stream().read()
+    headers = record.http_headers
+    if headers is not None and not (headers.protocol or "").upper().startswith("HTTP/"):
+        raise BadRecord("a response record whose block is not an HTTP response")
+    content_type = headers.get_header("Content-Type") if headers is not None else None
+    if content_type is not None and "html" not in content_type.lower():
+        return None
+    encoding = (headers.get_header("Content-Encoding") or "").strip().lower() if headers is not None else ""
+    if encoding == "br":  # warcio's brotli decoding fails with brotli >= 1.2: decoded here
+        body = _brotli(record.raw_stream.read())
+        if body is None:
+            skips("damaged", where, "a brotli body that cannot be decoded")
+            return None
+    else:
+        body = record.content_stream().read()
     if getattr(record.raw_stream, "limit", 0):
-        where = f"{_name(path)} at offset {offset()}"
         skips("incomplete", where, "the record is cut short (the file may still be being written)")
         return None
-    return Page(storable(url), body, f"{_name(path.resolve())}@{offset()}", content_type=content_type)
+    if headers is None and body[:5] == b"HTTP/":  # headers warcio left in the body
+        head, _, body = body.partition(b"\r\n\r\n")
+        found = re.search(rb"(?im)^content-type:\s*([^\r\n]*)", head)
+        content_type = found.group(1).decode("latin-1") if found else None
+        if content_type is not None and "html" not in content_type.lower():
+            return None
+    if content_type is None and not looks_like_html(body):
+        return None
+    return Page(storable(url), body, f"{_name(path.resolve())}@{at}", content_type=content_type or None)
+
+
+def _brotli(data: bytes) -> bytes | None:
+    try:
+        import brotli
+    except ImportError:
+        return None
+    try:
+        return brotli.decompress(data)
+    except brotli.error:
+        return None
 
 
 def _next_record(stream, after: int, size: int, marker: bytes) -> int | None:
