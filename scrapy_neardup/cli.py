@@ -7,6 +7,7 @@ naming the thing to fix and exit with status 2; there is no traceback for them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import itertools
 import json
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .config import METHODS, DedupConfig
+from .config import MAX_WORKERS, METHODS, DedupConfig
 from .detector import Detector
 from .exceptions import IndexFileError, InputError, NearDupError, one_line
 from .fingerprint import Fingerprint, fingerprint
@@ -241,10 +242,12 @@ def _options(args: argparse.Namespace) -> DedupConfig:
 
 
 def run_scan(args: argparse.Namespace) -> int:
-    if args.batch < 1:
-        raise InputError(f"--batch: must be at least 1, got {args.batch}")
-    if args.workers < 0:
-        raise InputError(f"--workers: must be 0 or more, got {args.workers}")
+    if not 1 <= args.batch <= 1_000_000:
+        raise InputError(f"--batch: must be between 1 and 1,000,000, got {args.batch}")
+    if not 0 <= args.workers <= MAX_WORKERS:
+        raise InputError(f"--workers: must be between 0 and {MAX_WORKERS}, got {args.workers}")
+    if any(not str(path).strip() for path in args.paths):
+        raise InputError("an empty path was given (an unset variable?); name a file or folder")
     config = _options(args)
     for path in args.paths:  # before the index file is made
         check_input(path)
@@ -324,6 +327,8 @@ def run_report(args: argparse.Namespace) -> int:
         out = write_report(args.db, args.output, fmt, args.canonical, progress, text_budget=args.text_budget)
         print(f"wrote the {fmt} report of {args.db} to {out}", file=sys.stderr)
         return 0
+    if sys.stdout is None:
+        raise InputError("standard output is closed; write the report to a file with -o FILE")
     with SQLiteIndex.open_existing(args.db) as index:
         if fmt == "csv" and hasattr(sys.stdout, "reconfigure"):
             sys.stdout.reconfigure(newline="")  # the csv module writes its own line ends
@@ -350,6 +355,12 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # the reader went away (``| head``): stop quietly, as Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 1
+    except OSError as exc:  # writing the output: a full disk, /dev/full
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        where = exc.filename or "the output"
+        print(one_line(f"scrapy-neardup: error: {where}: {exc.strerror or exc}"), file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

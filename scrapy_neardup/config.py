@@ -9,6 +9,7 @@ Scrapy components; this module does not import Scrapy.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,7 @@ METHODS = ("exact", "spotsigs", "simhash", "minhash", "shingles", "imatch", "kse
 EXTRACTORS = ("trafilatura", "trafilatura-fast", "resiliparse", "plain", "text")
 LANGUAGES = ("auto", *sorted(ANTECEDENTS))
 SCOPES = ("global", "domain", "host")
+MAX_WORKERS = max(64, 4 * (os.cpu_count() or 1))  # worker processes a crawl or a scan may start
 
 # The knobs whose change makes stored signatures or index postings incomparable.
 SHAPING_KNOBS = (

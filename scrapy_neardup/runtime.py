@@ -25,9 +25,9 @@ from scrapy.crawler import Crawler
 from scrapy.settings import BaseSettings
 from scrapy.utils.project import data_path
 
-from .config import DedupConfig
+from .config import MAX_WORKERS, DedupConfig
 from .detector import Detector
-from .exceptions import ConfigError, one_line
+from .exceptions import ConfigError, NearDupError, one_line
 from .fingerprint import Fingerprint, fingerprint
 from .index import SQLiteIndex, Verdict
 from .signatures.exact import raw_hash
@@ -35,7 +35,6 @@ from .signatures.exact import raw_hash
 logger = logging.getLogger("scrapy_neardup")
 
 ACTIONS = ("drop", "tag")
-MAX_WORKERS = max(64, 4 * (os.cpu_count() or 1))
 # Libraries the extractors use, which log every page at DEBUG and INFO (NEARDUP_LOG_EXTRACTORS).
 EXTRACTOR_LOGGERS = ("trafilatura", "htmldate", "justext", "courlan", "charset_normalizer", "readability")
 BACKENDS = ("sqlite",)
@@ -79,7 +78,14 @@ class CrawlSettings:
         if settings.get("NEARDUP_DROP_ABOVE") not in (None, ""):
             drop_above = _number(settings, "NEARDUP_DROP_ABOVE", None, float, 0.0, 1.0)
         report = _path(settings, "NEARDUP_REPORT")
+        db = default_db_path(settings, spider_name)
         if report is not None:
+            from .report import check_report_path
+
+            try:
+                check_report_path(report, db, "NEARDUP_REPORT")
+            except NearDupError as exc:
+                raise ConfigError("NEARDUP_REPORT", str(exc).split(": ", 1)[-1]) from None
             _check_writable(report, "NEARDUP_REPORT")
         report_format = settings.get("NEARDUP_REPORT_FORMAT")
         if report_format is not None:
@@ -95,7 +101,7 @@ class CrawlSettings:
         }
         return cls(
             action=action,
-            db=default_db_path(settings, spider_name),
+            db=db,
             backend=backend,
             workers=workers,
             page_timeout=page_timeout,

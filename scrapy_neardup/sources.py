@@ -125,8 +125,12 @@ def read_pages(
         dirs.sort()
         for name in sorted(names):
             file = Path(folder) / name
-            if _kind(file) in ("html", "text") and file.is_file():
+            if _kind(file) not in ("html", "text"):
+                continue
+            if file.is_file():
                 yield from _read_file(file, file.relative_to(path).as_posix(), field, skips, max_body)
+            elif file.is_symlink():
+                skips("unreadable", _name(file), "a broken symbolic link")
 
 
 def _read_bytes(path: Path, max_body: int) -> bytes:
@@ -200,6 +204,8 @@ def _read_feed(path: Path, field: str | None, skips: Skips, max_body: int) -> It
         with gzip.open(path, "rb") if path.name.lower().endswith(".gz") else path.open("rb") as handle:
             while raw := handle.readline(limit):
                 number += 1
+                if number == 1:
+                    raw = raw.removeprefix(b"\xef\xbb\xbf")  # a byte-order mark before the first item
                 where = f"{_name(path)} line {number}"
                 if len(raw) >= limit and not raw.endswith(b"\n"):
                     while (rest := handle.readline(limit)) and not rest.endswith(b"\n"):
@@ -326,9 +332,6 @@ def _read_warc_stream(path: Path, stream, start: int, skips: Skips, max_body: in
         at = start  # where the record being read starts
         try:
             for record in records:
-                length = record.rec_headers.get_header("Content-Length") or ""
-                if not length.strip().isdigit():  # it would swallow the records after it
-                    raise BadRecord(f"a record without a valid Content-Length ({one_line(length, 40)!r})")
                 page = _warc_page(path, record, at, skips, max_body)
                 at = start + records.get_record_offset() + (records.get_record_length() or 0)
                 if page is not None:
@@ -373,6 +376,9 @@ def _warc_page(path: Path, record, at: int, skips: Skips, max_body: int) -> Page
     An HTML page is one whose HTTP Content-Type says so, or, without one (no HTTP headers,
     a target URI warcio does not parse them for), whose body looks like HTML.
     """
+    length = record.rec_headers.get_header("Content-Length") or ""
+    if not length.strip().isdigit():  # in a plain WARC it would swallow the records after it
+        raise BadRecord(f"a record without a valid Content-Length ({one_line(length, 40)!r})")
     if record.rec_type not in WARC_TYPES:
         raise BadRecord(f"a record of unknown WARC-Type {one_line(str(record.rec_type), 40)!r}")
     if record.rec_type != "response":

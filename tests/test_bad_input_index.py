@@ -106,3 +106,75 @@ def test_an_index_path_that_is_not_utf8_gets_its_report(tmp_path, index_file):
     shutil.copy(index_file, db)
     out = write_report(os.fsdecode(db), tmp_path / "report.html")
     assert "index-\\udcff.db" in out.read_text(encoding="utf-8")
+
+
+def test_a_report_never_replaces_its_index_nor_a_device(tmp_path, index_file, capsys):
+    db = tmp_path / "self.db"
+    shutil.copy(index_file, db)
+    before = db.read_bytes()
+    for target in (db, tmp_path / "self.db-wal", Path("/dev/null")):
+        assert main(["report", "--db", str(db), "-o", str(target)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and str(target) in err
+    assert db.read_bytes() == before and Path("/dev/null").is_char_device()
+
+
+def test_a_report_that_cannot_be_written_out_says_so_in_one_line(index_file):
+    for fmt in ("csv", "json", "html"):
+        with open("/dev/full", "w") as full:
+            command = [sys.executable, "-m", "scrapy_neardup.cli", "report", "--db", str(index_file)]
+            run = subprocess.run([*command, "--format", fmt], stdout=full, stderr=subprocess.PIPE, text=True)
+        assert run.returncode == 2 and "Traceback" not in run.stderr and "No space left" in run.stderr
+    closed = _cli_with_closed_stdout("report", "--db", str(index_file))
+    assert closed.returncode == 2 and "-o FILE" in closed.stderr and "Traceback" not in closed.stderr
+
+
+def _cli_with_closed_stdout(*args: str) -> subprocess.CompletedProcess:
+    code = "import sys, os; os.close(1); sys.stdout = None; from scrapy_neardup.cli import main; "
+    code += "sys.exit(main(sys.argv[1:]))"
+    return subprocess.run([sys.executable, "-c", code, *args], stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "UPDATE documents SET url = x'ff00fe', title = x'00ff'",
+        "UPDATE documents SET similarity = 'x' WHERE similarity IS NOT NULL",
+        "UPDATE documents SET similarity = 9e999 WHERE similarity IS NOT NULL",
+        "UPDATE documents SET seen_at = 'yesterday'",
+        "UPDATE documents SET seen_at = 1e300",
+        "UPDATE documents SET tokens = 'many', duplicate_of = 'x' WHERE status = 'duplicate'",
+    ],
+)
+def test_a_report_reads_rows_of_wrong_types(tmp_path, index_file, change):
+    db = tmp_path / "typed.db"
+    shutil.copy(index_file, db)
+    with sqlite3.connect(db) as con:
+        con.execute(change)
+    for fmt in ("csv", "json", "html"):
+        run = _cli("report", "--db", str(db), "--format", fmt)
+        assert run.returncode == 0 and "Traceback" not in run.stderr, (fmt, run.stderr[-500:])
+
+
+def test_garbage_meta_gives_the_report_one_line(tmp_path, index_file):
+    db = tmp_path / "meta.db"
+    shutil.copy(index_file, db)
+    with sqlite3.connect(db) as con:
+        con.execute("UPDATE meta SET value = 'garbage' WHERE key = 'config'")
+    run = _cli("report", "--db", str(db))
+    assert run.returncode == 2 and run.stderr.count("\n") == 1 and "meta" in run.stderr
+
+
+def test_the_newest_record_deleted_by_hand_does_not_break_later_scans(tmp_path, index_file):
+    db = tmp_path / "edited.db"
+    shutil.copy(index_file, db)
+    with sqlite3.connect(db) as con:
+        con.execute("DELETE FROM documents WHERE id = (SELECT MAX(id) FROM documents)")
+    other = tmp_path / "more"
+    other.mkdir()
+    (other / "new.html").write_text(
+        "<html><body><article><p>"
+        + "A new page about the old mill and its wheel. " * 30
+        + "</p></article></body></html>"
+    )
+    assert main(["scan", str(other), "--db", str(db), "--workers", "0"]) == 0

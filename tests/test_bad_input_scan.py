@@ -242,3 +242,88 @@ def test_a_file_over_max_body_is_skipped_without_being_read(tmp_path, caplog):
     urls, _ = scan(tmp_path, folder)
     assert urls == ["a.html"]
     assert [line for line in skipped_lines(caplog) if "huge.html" in line and "max_body" in line]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [(["--batch", "99999999999999999999"], "--batch"), (["--workers", "100000"], "--workers")],
+)
+def test_scan_flags_out_of_range_give_one_line(tmp_path, capsys, args, needle):
+    (tmp_path / "a.html").write_text(page(1))
+    assert main(["scan", str(tmp_path / "a.html"), "--db", str(tmp_path / "i.db"), *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and needle in err
+
+
+def test_an_empty_path_is_refused(tmp_path, capsys):
+    assert main(["scan", "", "--db", str(tmp_path / "i.db")]) == 2
+    assert "empty path" in capsys.readouterr().err
+
+
+def test_a_feed_with_a_byte_order_mark_keeps_its_first_item(tmp_path):
+    feed = tmp_path / "bom.jl"
+    feed.write_bytes(b"\xef\xbb\xbf" + ("\n".join([item(1), item(2)]) + "\n").encode())
+    urls, _ = scan(tmp_path, feed)
+    assert urls == ["http://a.example/1", "http://a.example/2"]
+
+
+def test_a_broken_symlink_in_a_folder_is_named(tmp_path, caplog):
+    folder = tmp_path / "pages"
+    folder.mkdir()
+    (folder / "a.html").write_text(page(1))
+    (folder / "gone.html").symlink_to(folder / "missing.html")
+    urls, _ = scan(tmp_path, folder)
+    assert urls == ["a.html"]
+    assert [line for line in skipped_lines(caplog) if "gone.html" in line and "broken symbolic link" in line]
+
+
+def _raw_record(url: str | None, block: bytes, length: str | None = None, kind: str = "response") -> bytes:
+    head = f"WARC/1.0\r\nWARC-Type: {kind}\r\nWARC-Record-ID: <urn:uuid:{abs(hash((url, block)))}>\r\n"
+    head += f"WARC-Target-URI: {url}\r\n" if url else ""
+    head += "Content-Type: application/http; msgtype=response\r\n"
+    head += f"Content-Length: {len(block) if length is None else length}\r\n" if length != "" else ""
+    return head.encode() + b"\r\n" + block + b"\r\n\r\n"
+
+
+HTTP = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n"
+
+
+@pytest.mark.parametrize(
+    ("record", "reason", "kept"),
+    [
+        (_raw_record("http://w.example/x", HTTP + page(7).encode(), length=""), "bad_record", False),
+        (_raw_record("http://w.example/x", HTTP + page(7).encode(), length="abc"), "bad_record", False),
+        (_raw_record(None, HTTP + page(7).encode()), "bad_record", False),
+        (_raw_record("http://w.example/x", HTTP + page(7).encode(), kind="responqe"), "bad_record", False),
+        (_raw_record("http://w.example/x", page(7).encode()), "bad_record", False),  # no HTTP block
+        (
+            _raw_record("http://w.example/x", b"HTTP/1.1 200 OK\r\n\r\n" + page(7).encode()),
+            None,
+            True,
+        ),  # no type
+        (_raw_record("httr://w.example/x", HTTP + page(7).encode()), None, True),  # headers left unparsed
+    ],
+)
+@pytest.mark.parametrize("gz", [False, True])
+def test_an_odd_warc_record_is_read_or_counted_and_never_hides_the_next(
+    tmp_path, capsys, record, reason, kept, gz
+):
+    good = _raw_record("http://w.example/good", HTTP + page(8).encode())
+    warc = tmp_path / ("odd.warc.gz" if gz else "odd.warc")
+    warc.write_bytes(gzip.compress(record) + gzip.compress(good) if gz else record + good)
+    urls, _ = scan(tmp_path, warc)
+    assert "http://w.example/good" in urls
+    assert any(u.endswith("w.example/x") for u in urls) == kept
+    out = capsys.readouterr().out
+    assert (f"(1 {reason})" in out) if reason else "skipped" not in out
+
+
+def test_a_brotli_encoded_page_in_a_warc_is_read(tmp_path):
+    brotli = pytest.importorskip("brotli")
+    block = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Encoding: br\r\n\r\n" + brotli.compress(
+        page(9).encode()
+    )
+    warc = tmp_path / "br.warc"
+    warc.write_bytes(_raw_record("http://w.example/br", block))
+    urls, _ = scan(tmp_path, warc)
+    assert urls == ["http://w.example/br"]

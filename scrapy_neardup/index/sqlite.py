@@ -325,7 +325,10 @@ class SQLiteIndex:
             raise IndexFileError(path, f"is not a scrapy-neardup index ({exc})") from None
         if row is None:
             raise IndexFileError(path, "is not a scrapy-neardup index")
-        stored = {**LEGACY_KNOBS, **json.loads(row[0])}
+        try:
+            stored = {**LEGACY_KNOBS, **json.loads(row[0])}
+        except (ValueError, TypeError) as exc:
+            raise IndexFileError(path, f"has damaged settings in its meta table ({exc})") from None
         options = {k: v for k, v in stored.items() if k in SHAPING_KNOBS}
         if keys is not None and keys[0] == "0":  # built with a confirm that needs no SimHash tables
             options["simhash_confirm"] = max(DedupConfig().simhash_confirm, stored["spotsigs_threshold"])
@@ -1096,7 +1099,7 @@ class SQLiteIndex:
                 self._count_terms(fp.terms)
         if self.config.keep_text and fp.text:
             text = storable(fp.text[: self.config.keep_text]).encode("utf-8")
-            self.db.execute("INSERT INTO texts VALUES (?, ?)", (doc_id, zlib.compress(text, 6)))
+            self.db.execute("INSERT OR REPLACE INTO texts VALUES (?, ?)", (doc_id, zlib.compress(text, 6)))
         dup_url = self._url(match[0]) if match else None
         return Verdict(
             url=url, doc_id=doc_id, duplicate=bool(match), skip_reason=fp.skip_reason,
@@ -1161,7 +1164,7 @@ class SQLiteIndex:
         )
         names = [c[0] for c in cur.description]
         for row in cur:
-            yield dict(zip(names, row, strict=True))
+            yield _clean_record(dict(zip(names, row, strict=True)))
 
     def duplicate_edges(self) -> Iterator[tuple[int, int, float | None, str | None]]:
         """(document, duplicate_of, similarity, method) for every duplicate, streamed."""
@@ -1405,3 +1408,28 @@ def damage_advice(exc: BaseException) -> str:
     if "malformed" in str(exc) or "not a database" in str(exc):
         return "; restore it from a copy, recover what is readable (sqlite3 FILE .recover), or use a new file"
     return ""
+
+
+_TEXT_FIELDS = ("url", "title", "scope", "status", "skip_reason", "language", "method")
+
+
+def _clean_record(record: dict) -> dict:
+    """A documents row as the report expects its types: a file edited or damaged by hand may hold
+    bytes, text or out-of-range numbers anywhere, and one row must not stop a report."""
+    for name in _TEXT_FIELDS:
+        value = record[name]
+        if isinstance(value, bytes):
+            record[name] = value.decode("utf-8", errors="replace")
+        elif value is not None and not isinstance(value, str):
+            record[name] = str(value)
+    record["url"] = record["url"] or ""
+    seen = record["seen_at"]
+    record["seen_at"] = float(seen) if isinstance(seen, (int, float)) and 0 <= seen < 1e11 else 0.0
+    similarity = record["similarity"]
+    ok = isinstance(similarity, (int, float)) and 0.0 <= similarity <= 1.0
+    record["similarity"] = float(similarity) if ok else None
+    tokens = record["tokens"]
+    record["tokens"] = tokens if isinstance(tokens, int) and tokens >= 0 else 0
+    if not isinstance(record["duplicate_of"], int):
+        record["duplicate_of"] = None
+    return record

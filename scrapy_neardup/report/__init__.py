@@ -76,6 +76,18 @@ def render_report(
     return clusters
 
 
+def check_report_path(out: Path, db: Path, setting: str = "-o") -> None:
+    """Refuse a report path that would replace the index (or its WAL) or something not a file."""
+    index_files = {
+        db.resolve(),
+        *(db.resolve().with_name(db.name + end) for end in ("-wal", "-shm", "-journal")),
+    }
+    if out.resolve() in index_files:
+        raise InputError(f"{setting} {out}: is the index file itself; name another file for the report")
+    if out.exists() and not out.is_file():
+        raise InputError(f"{setting} {out}: is not a regular file (a device or a socket); name a file")
+
+
 def write_report(
     db_path: str | os.PathLike[str],
     out_path: str | os.PathLike[str],
@@ -98,6 +110,7 @@ def write_report(
         raise IndexFileError(db, "no such index file")
     if out.is_dir():
         raise InputError(f"{out}: is a folder; name the report file (say {out / ('report.' + fmt)})")
+    check_report_path(out, db)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         for stale in out.parent.glob(f".{glob.escape(out.name)}.*.tmp"):  # left by a killed writer
