@@ -8,6 +8,7 @@ is opened and closed once per crawl. The runtime hangs on the crawler (no module
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import os
@@ -45,6 +46,10 @@ WARM_UP = (
     + "</p></article></body></html>"
 )
 _REMEMBERED = 50_000  # verdicts kept for the pipeline, newest first out of memory last
+
+
+class WorkersStopped(Exception):
+    """A worker's job ended because the pool was stopped (another page ran over its time)."""
 
 
 @dataclass(frozen=True)
@@ -219,7 +224,8 @@ class NearDupRuntime:
         self._pool: ProcessPoolExecutor | None = None
         self._logged_once = False
         self._failures: set[str] = set()
-        self._warming: list[Future] = []  # each worker's first page: imports the extractor
+        self._warming: list[asyncio.Future] = []  # each worker's first page: imports the extractor
+        self._inflight: set[asyncio.Future] = set()
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
 
     @classmethod
@@ -301,21 +307,56 @@ class NearDupRuntime:
     async def _fingerprint(
         self, body: bytes | str, content_type: str | None, extractor: str | None
     ) -> Fingerprint:
-        pool = self._workers()
-        if pool is None:
-            return fingerprint(body, self.config, content_type=content_type, extractor=extractor)
-        while self._warming:  # a page's time budget starts once the workers have started
-            await asyncio.wrap_future(self._warming.pop())
-        future = pool.submit(fingerprint, body, self.config, content_type=content_type, extractor=extractor)
-        try:
-            return await asyncio.wait_for(asyncio.wrap_future(future), self.settings.page_timeout)
-        except asyncio.TimeoutError:
-            self._stop_workers()  # the only way to stop the page's worker; a new pool starts on demand
-            detail = f"fingerprinting took over NEARDUP_PAGE_TIMEOUT = {self.settings.page_timeout} s"
-            return Fingerprint(skip_reason="timeout", skip_detail=detail, raw_hash=raw_hash(body))
+        for _ in range(2):  # a second try when another page's timeout stopped the pool under this one
+            pool = self._workers()
+            if pool is None:
+                return fingerprint(body, self.config, content_type=content_type, extractor=extractor)
+            while self._warming:  # a page's time budget starts once the workers have started
+                await asyncio.wait({self._warming.pop()})
+            job = pool.submit(fingerprint, body, self.config, content_type=content_type, extractor=extractor)
+            waiter = self._waiter(job)
+            done, _ = await asyncio.wait({waiter}, timeout=self.settings.page_timeout)
+            self._inflight.discard(waiter)
+            if not done:
+                self._stop_workers()  # the only way to stop the page's worker; a new pool starts on demand
+                detail = f"fingerprinting took over NEARDUP_PAGE_TIMEOUT = {self.settings.page_timeout} s"
+                return Fingerprint(skip_reason="timeout", skip_detail=detail, raw_hash=raw_hash(body))
+            if not isinstance(waiter.exception(), WorkersStopped):
+                return waiter.result()
+        raise WorkersStopped("the worker pool was stopped twice under this page")
+
+    def _waiter(self, job: Future) -> asyncio.Future:
+        """An asyncio future for a worker's job, which ``_stop_workers`` can end (a terminated
+        worker's job may never finish)."""
+        loop = asyncio.get_running_loop()
+        waiter = loop.create_future()
+
+        def settle(ended: Future) -> None:
+            if waiter.done():
+                return
+            if ended.cancelled():
+                waiter.set_exception(WorkersStopped("the job was cancelled"))
+            elif ended.exception() is not None:
+                waiter.set_exception(ended.exception())
+            else:
+                waiter.set_result(ended.result())
+
+        def settle_soon(ended: Future) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+                loop.call_soon_threadsafe(settle, ended)
+
+        job.add_done_callback(settle_soon)
+        self._inflight.add(waiter)
+        return waiter
 
     def _stop_workers(self) -> None:
         pool, self._pool = self._pool, None
+        for waiter in self._inflight:  # the jobs of the terminated workers: tried again
+            if not waiter.done():
+                waiter.set_exception(WorkersStopped("the worker pool was stopped"))
+                waiter.exception()  # seen: a warm-up nobody awaits any more is no error to report
+        self._inflight.clear()
+        self._warming = []
         if pool is None:
             return
         processes = list(getattr(pool, "_processes", {}).values())  # no public way to end a busy worker
@@ -336,7 +377,8 @@ class NearDupRuntime:
                 return None
             self._pool = ProcessPoolExecutor(self.settings.workers, mp_context=get_context("spawn"))
             self._warming = [
-                self._pool.submit(fingerprint, WARM_UP, self.config) for _ in range(self.settings.workers)
+                self._waiter(self._pool.submit(fingerprint, WARM_UP, self.config))
+                for _ in range(self.settings.workers)
             ]
         return self._pool
 
