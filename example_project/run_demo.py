@@ -83,19 +83,16 @@ def clean_output(start_url: str) -> None:
 
 
 def compare_with_previous(items: list[dict[str, Any]]) -> str | None:
-    """A line saying whether this run stored the same items as the last one, or None on a first run."""
+    """A line saying whether this run stored the same pages as the last one, or None on a first run."""
     if not PREVIOUS_ITEMS.exists():
         return None
-    previous = sorted(
-        json.loads(line)["url"] for line in PREVIOUS_ITEMS.read_text(encoding="utf-8").splitlines()
-    )
-    now = sorted(item["url"] for item in items)
+    lines = PREVIOUS_ITEMS.read_text(encoding="utf-8").splitlines()
+    previous = sorted(site_path(json.loads(line)["url"]) for line in lines if line.strip())
+    now = sorted(site_path(item["url"]) for item in items)
     if previous == now:
         return f"Same {len(now)} items as the previous run."
     gone, new = sorted(set(previous) - set(now)), sorted(set(now) - set(previous))
-    return (
-        f"Items differ from the previous run: {len(gone)} missing now {gone[:5]}, {len(new)} new {new[:5]}."
-    )
+    return f"Items differ from the previous run: {len(gone)} missing {gone[:5]}, {len(new)} new {new[:5]}."
 
 
 def crawl(start_url: str, extra: list[str]) -> tuple[int, float]:
