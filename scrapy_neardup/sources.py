@@ -6,6 +6,7 @@ rest of the input. A path that cannot be read at all raises ``InputError`` namin
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import html
 import io
@@ -264,10 +265,12 @@ def _read_warc_members(path: Path, stream, skips: Skips, max_body: int) -> Itera
             skips("incomplete" if problem == "cut short" else "damaged", where, f"a {problem} gzip member")
             continue
         try:
-            for record in ArchiveIterator(io.BytesIO(data)):
+            records = ArchiveIterator(io.BytesIO(data))
+            for record in records:
                 page = _warc_page(path, record, offset, skips, max_body)
+                inner = records.get_record_offset()  # records after the first of one member
                 if page is not None:
-                    yield page
+                    yield dataclasses.replace(page, source=f"{page.source}+{inner}") if inner else page
         except Exception as exc:  # warcio's errors on damaged bytes are of many kinds
             reason, why = _warc_problem(exc)
             skips(reason, where, why)

@@ -327,3 +327,12 @@ def test_a_brotli_encoded_page_in_a_warc_is_read(tmp_path):
     warc.write_bytes(_raw_record("http://w.example/br", block))
     urls, _ = scan(tmp_path, warc)
     assert urls == ["http://w.example/br"]
+
+
+def test_a_warc_gz_compressed_as_one_stream_gives_every_record(tmp_path):
+    plain = tmp_path / "plain.warc"
+    _warc(plain, 5, gz=False)
+    one = tmp_path / "one-stream.warc.gz"
+    one.write_bytes(gzip.compress(plain.read_bytes()))  # not a member a record: one gzip stream
+    urls, _ = scan(tmp_path, one)
+    assert urls == [f"http://w.example/{n}" for n in range(5)]
