@@ -40,12 +40,14 @@ class Detector:
         content_type: str | None = None,
         fp: Fingerprint | None = None,
         source: str | None = None,
+        item: bool = False,
     ) -> Verdict:
         """Judge and record one page; pass ``fp`` when it was fingerprinted elsewhere (a worker).
 
         ``source`` says where an offline page was read, so a resumed scan can skip it; without
         one (a crawled page) the page's canonical URL finds its own earlier record, so a page
-        seen again is a revisit, never a duplicate of itself.
+        seen again is a revisit, never a duplicate of itself. An ``item`` (judged by the pipeline)
+        may share its URL with other items of one page: each keeps a record of its own.
         """
         if fp is None:
             if body is None:
@@ -55,7 +57,7 @@ class Detector:
                 return copy
             fp = self.fingerprint(body, content_type)
         key = url_key(url) if source is None else None
-        return self.index.check_and_add(url, fp, scope_key(url, self.config.scope), source, key)
+        return self.index.check_and_add(url, fp, scope_key(url, self.config.scope), source, key, item)
 
     def check_raw(self, url: str, body: bytes | str, *, source: str | None = None) -> Verdict | None:
         """Record a byte-identical copy of an admitted page without extracting it; None otherwise.

@@ -264,7 +264,12 @@ class NearDupRuntime:
     # --- judging ------------------------------------------------------------------------
 
     async def judge(
-        self, url: str, body: bytes | str, content_type: str | None = None, extractor: str | None = None
+        self,
+        url: str,
+        body: bytes | str,
+        content_type: str | None = None,
+        extractor: str | None = None,
+        item: bool = False,
     ) -> Verdict:
         """Check one page: raw copies first, then a fingerprint (in a worker when configured).
 
@@ -276,7 +281,7 @@ class NearDupRuntime:
             if copy is not None:
                 return self.remember(copy)
             fp = await self._fingerprint(body, content_type, extractor)
-            return self.remember(self.detector.check(url, fp=fp))
+            return self.remember(self.detector.check(url, fp=fp, item=item))
         except Exception as exc:
             self.skipped("error")
             self._failed(url, exc)

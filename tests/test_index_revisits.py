@@ -131,3 +131,14 @@ def test_an_index_made_before_revisits_gets_them_when_opened(tmp_path):
         again = detector.check("https://a.example/story", page(STORY))
         assert again.revisit == "unchanged" and not again.duplicate
         assert detector.index.last_action() is None
+
+
+def test_items_sharing_a_url_keep_a_record_each_and_are_revisits_when_seen_again(tmp_path):
+    with Detector.open(tmp_path / "i.db", CONFIG) as detector:
+        first = [detector.check("https://a.example/list", page(text), item=True) for text in (STORY, OTHER)]
+        assert [v.revisit for v in first] == [None, None] and not any(v.duplicate for v in first)
+        assert detector.index.stats()["documents"] == 2  # the second item did not replace the first
+        again = [detector.check("https://a.example/list", page(text), item=True) for text in (STORY, OTHER)]
+        assert [v.revisit for v in again] == ["unchanged", "unchanged"]
+        assert [v.doc_id for v in again] == [v.doc_id for v in first]
+        assert detector.index.stats()["documents"] == 2

@@ -47,7 +47,13 @@ class Index(Protocol):
     """Stores fingerprints, finds candidates, records every verdict. ``check_and_add`` is atomic."""
 
     def check_and_add(
-        self, url: str, fp: Fingerprint, scope: str = "", source: str | None = None, key: str | None = None
+        self,
+        url: str,
+        fp: Fingerprint,
+        scope: str = "",
+        source: str | None = None,
+        key: str | None = None,
+        many: bool = False,
     ) -> Verdict: ...
 
     def add(self, url: str, fp: Fingerprint, scope: str = "", source: str | None = None) -> Verdict: ...

@@ -159,6 +159,7 @@ class Earlier:
     status: str
     exact: int | None
     ids: frozenset[int]
+    admitted: tuple[int, ...]  # the admitted ones, newest first
 
 
 KIND = {"exact": 1, "simhash": 2, "minhash": 3, "shingles": 4, "imatch": 5, "ksentence": 6, "raw": 7}
@@ -602,7 +603,8 @@ class SQLiteIndex:
             return None
         doc, status, exact = next((r for r in rows if r[1] == "unique"), rows[0])
         exact = int.from_bytes(exact, "big") if exact else None
-        return Earlier(doc, status, exact, frozenset(r[0] for r in rows))
+        admitted = tuple(r[0] for r in rows if r[1] == "unique")
+        return Earlier(doc, status, exact, frozenset(r[0] for r in rows), admitted)
 
     def _unconfirmed(self, ids: list[int]) -> set[int]:
         """Those of ``ids`` admitted by a run that never closed."""
@@ -619,16 +621,23 @@ class SQLiteIndex:
     # --- the one public decision ----------------------------------------------------------
 
     def check_and_add(
-        self, url: str, fp: Fingerprint, scope: str = "", source: str | None = None, key: str | None = None
+        self,
+        url: str,
+        fp: Fingerprint,
+        scope: str = "",
+        source: str | None = None,
+        key: str | None = None,
+        many: bool = False,
     ) -> Verdict:
         """Find the best earlier match of ``fp`` in its scope and record the page, atomically.
 
         A page not judged is recorded as skipped; a duplicate is recorded with what it
         duplicates; any other page is admitted and becomes findable. A page whose revisit
         ``key`` (its canonical URL) has a record already is a revisit: never a duplicate of
-        itself, and its record is updated, not repeated.
+        itself, and its record is updated, not repeated. With ``many`` (items: a page may yield
+        several under one URL), a changed one is recorded beside the others, not over them.
         """
-        return self._write(lambda: self._check_and_add(url, fp, scope, source, key))
+        return self._write(lambda: self._check_and_add(url, fp, scope, source, key, many))
 
     def add(self, url: str, fp: Fingerprint, scope: str = "", source: str | None = None) -> Verdict:
         """Admit a page without checking it (an import of pages known to be distinct)."""
@@ -689,7 +698,7 @@ class SQLiteIndex:
         return self._write(work)
 
     def _check_and_add(
-        self, url: str, fp: Fingerprint, scope: str, source: str | None, key: str | None
+        self, url: str, fp: Fingerprint, scope: str, source: str | None, key: str | None, many: bool = False
     ) -> Verdict:
         if source is not None:  # the same source twice (two scans at once): a revisit, recorded once
             row = self.db.execute(
@@ -707,23 +716,16 @@ class SQLiteIndex:
         probe = dataclasses.replace(fp, spots=spots32(fp.spots))
         if "imatch" in self.config.methods and probe.terms:
             probe = imatch_with_stats(probe, self.config, self._term_stats(probe.terms))
-        if earlier is not None and earlier.status == "unique":
-            own = self._rows(_SIGNATURE_COLUMNS, [earlier.id], scope_id)
-            same = (
-                compare(probe, _row_fingerprint(own[0]), self.config, self._verify_methods) if own else None
-            )
-            if same is not None and same.duplicate:  # unchanged, or a near-duplicate of its own version
-                unconfirmed = bool(self._unconfirmed([earlier.id]))  # its item may be lost: not to drop
-                self.db.execute("UPDATE documents SET run = ? WHERE id = ?", (self._run, earlier.id))
+        for own in self._rows(_SIGNATURE_COLUMNS, list(earlier.admitted) if earlier else [], scope_id):
+            same = compare(probe, _row_fingerprint(own), self.config, self._verify_methods)
+            if same.duplicate:  # unchanged, or a near-duplicate of its own version
+                unconfirmed = bool(self._unconfirmed([own[0]]))  # its item may be lost: not to drop
+                self.db.execute("UPDATE documents SET run = ? WHERE id = ?", (self._run, own[0]))
                 return Verdict(
-                    url,
-                    earlier.id,
-                    False,
-                    similarity=same.similarity,
-                    method=same.method,
-                    revisit="unchanged",
+                    url, own[0], False, similarity=same.similarity, method=same.method, revisit="unchanged",
                     unconfirmed=unconfirmed,
-                )
+                )  # fmt: skip
+        replace = None if many else earlier
         order = self._walk(probe.spots) if self._spot_searched(probe.spots) else None
         own_ids = earlier.ids if earlier is not None else frozenset()
         matches = []
@@ -741,13 +743,13 @@ class SQLiteIndex:
         best = min(((m[2] in unconfirmed, *m[:3]), m[3]) for m in matches) if matches else None
         match = best and (best[0][3], best[1].similarity, best[1].method)
         if best is not None and best[0][0]:  # only pages an interrupted run admitted: let it through
-            verdict = self._record(url, probe, scope, None, source, order, key=key, replace=earlier)
+            verdict = self._record(url, probe, scope, None, source, order, key=key, replace=replace)
             return dataclasses.replace(
                 verdict, duplicate_of=match[0], duplicate_of_url=self._url(match[0]), similarity=match[1],
                 method=match[2], unconfirmed=True,
             )  # fmt: skip
-        verdict = self._record(url, probe, scope, match, source, order, key=key, replace=earlier)
-        if earlier is None:
+        verdict = self._record(url, probe, scope, match, source, order, key=key, replace=replace)
+        if replace is None:  # a new page, or another item of a page's URL
             return verdict
         same = earlier.status != "unique" and earlier.exact is not None and earlier.exact == probe.exact
         return dataclasses.replace(verdict, revisit="unchanged" if same else "changed")
