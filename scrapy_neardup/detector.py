@@ -41,32 +41,36 @@ class Detector:
         fp: Fingerprint | None = None,
         source: str | None = None,
         item: bool = False,
+        key: str | None = None,
     ) -> Verdict:
         """Judge and record one page; pass ``fp`` when it was fingerprinted elsewhere (a worker).
 
         ``source`` says where an offline page was read, so a resumed scan can skip it; without
         one (a crawled page) the page's canonical URL finds its own earlier record, so a page
         seen again is a revisit, never a duplicate of itself. An ``item`` (judged by the pipeline)
-        may share its URL with other items of one page: each keeps a record of its own.
+        may share its URL with other items of one page: each keeps a record of its own; ``key``
+        names an item that has no URL (its body's hash).
         """
         if fp is None:
             if body is None:
                 raise TypeError("check() needs the page body or its fingerprint")
-            copy = self.check_raw(url, body, source=source)
+            copy = self.check_raw(url, body, source=source, key=key)
             if copy is not None:
                 return copy
             fp = self.fingerprint(body, content_type)
-        key = url_key(url) if source is None else None
+        key = key or (url_key(url) if source is None else None)
         return self.index.check_and_add(url, fp, scope_key(url, self.config.scope), source, key, item)
 
-    def check_raw(self, url: str, body: bytes | str, *, source: str | None = None) -> Verdict | None:
+    def check_raw(
+        self, url: str, body: bytes | str, *, source: str | None = None, key: str | None = None
+    ) -> Verdict | None:
         """Record a byte-identical copy of an admitted page without extracting it; None otherwise.
 
         Identical bodies are the commonest duplicate (mirrors, tracking parameters), and
         recognizing them costs one hash and one lookup instead of an extraction.
         """
         scope = scope_key(url, self.config.scope)
-        key = url_key(url) if source is None else None
+        key = key or (url_key(url) if source is None else None)
         raw = raw_hash(body)
         original = self.index.find_raw(raw, scope, key)
         return None if original is None else self.index.record_copy(url, raw, original, scope, source, key)

@@ -73,9 +73,8 @@ class NearDupPipeline:
                 return item
             self._items += 1
             extractor = item_extractor(content)
-            verdict = await self.runtime.judge(
-                url or f"item:{self._items}", content, extractor=extractor, item=True
-            )
+            name = url or f"item:{self._items}"
+            verdict = await self.runtime.judge(name, content, extractor=extractor, item=True, named=bool(url))
         what = self.runtime.action_on(verdict, item=True)
         if what is not None and not (reused and what in ("tagged", "uncertain")):  # counted by the page
             self.runtime.acted(verdict, what)

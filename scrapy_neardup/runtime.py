@@ -270,18 +270,21 @@ class NearDupRuntime:
         content_type: str | None = None,
         extractor: str | None = None,
         item: bool = False,
+        named: bool = True,
     ) -> Verdict:
         """Check one page: raw copies first, then a fingerprint (in a worker when configured).
 
         A failure here (a full disk, a broken worker) must not cost the page: it is logged,
         counted as ``neardup/skipped/error`` and passed on unjudged.
         """
+        # An item without a URL is found again by its body: seen in a later crawl, it is a revisit.
+        key = None if named else f"item-body:{raw_hash(body):032x}"
         try:
-            copy = self.detector.check_raw(url, body)
+            copy = self.detector.check_raw(url, body, key=key)
             if copy is not None:
                 return self.remember(copy)
             fp = await self._fingerprint(body, content_type, extractor)
-            return self.remember(self.detector.check(url, fp=fp, item=item))
+            return self.remember(self.detector.check(url, fp=fp, item=item, key=key))
         except Exception as exc:
             self.skipped("error")
             self._failed(url, exc)

@@ -27,14 +27,16 @@ def scope_key(url: str, scope: str) -> str:
     return parts.top_domain_under_public_suffix or host
 
 
-def url_key(url: str) -> str | None:
-    """The key a crawled page is found again by: its canonical URL (w3lib's, as Scrapy's request
-    fingerprints use), or None for a name that is not an http(s) URL (an item without one)."""
+def url_key(url: str | None) -> str | None:
+    """The key a page or an item is found again by: an http(s) URL canonicalised as Scrapy's request
+    fingerprints do (w3lib), any other name (a relative URL, an id) as it is, None for none."""
     from w3lib.url import canonicalize_url
 
+    if not url or not url.strip():
+        return None
     parts = urlsplit(url)
     if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
-        return None
+        return storable(url.strip())
     try:
         return canonicalize_url(url)
     except (ValueError, UnicodeError):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -14,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from crawling import ADDON, RUNNER, crawl, expected, path_of, run_crawl, serve
+from crawling import ADDON, RUNNER, SITE, crawl, expected, path_of, run_crawl, serve
 
 JUDGED = len(expected("unique")) + len(expected("duplicate"))
 
@@ -226,6 +227,7 @@ def test_the_addon_adds_a_handful_of_log_lines(tmp_path, site):
 
 def test_drop_above_lets_uncertain_near_duplicates_through_tagged(tmp_path, site):
     settings = {**ADDON, "NEARDUP_DB": str(tmp_path / "margin.sqlite"), "NEARDUP_DROP_ABOVE": 0.999}
+    settings["NEARDUP_DEBUG"] = True  # every line: which comes first depends on the crawl's order
     result = crawl(tmp_path, [site + "/"], settings)
     stats = result["stats"]
     assert stats["neardup/dropped"] == 2  # the exact copies: always sure
@@ -237,3 +239,54 @@ def test_drop_above_lets_uncertain_near_duplicates_through_tagged(tmp_path, site
         tag["duplicate"] and tag["method"] != "exact" and tag["similarity"] < 0.999 for tag in uncertain
     )
     assert "Let through uncertain near-duplicate" in result["stderr"]
+
+
+def test_items_with_relative_urls_or_none_are_revisits_on_a_rerun(tmp_path):
+    texts = [" ".join(f"Item {n} says the {w} council met on day {k}." for k in range(12)) for n, w in
+             enumerate(["harbour", "orchard", "library"])]  # fmt: skip
+    entries = [
+        {"url": "/api/a", "text": texts[0]},
+        {"url": "/api/b", "text": texts[1]},
+        {"text": texts[2]},  # no URL at all
+        {"text": texts[2]},  # the same item again in this crawl: a duplicate
+    ]
+    api = tmp_path / "api"
+    api.mkdir()
+    (api / "items.json").write_text(json.dumps(entries))
+    settings = {
+        "NEARDUP_ENABLED": True,
+        "ITEM_PIPELINES": {"scrapy_neardup.NearDupPipeline": 200},
+        "NEARDUP_DB": str(tmp_path / "items.sqlite"),
+    }
+    with serve(api) as url:
+        first = crawl(tmp_path, [url + "/items.json"], settings)
+        second = crawl(tmp_path, [url + "/items.json"], settings)
+    assert len(first["items"]) == 3 and first["stats"]["neardup/dropped"] == 1
+    assert sorted(map(json.dumps, second["items"])) == sorted(map(json.dumps, first["items"]))
+    assert second["stats"]["neardup/revisits"] >= 3 and second["stats"]["neardup/dropped"] == 1
+    for name in ("/api/a", "/api/b", "item:3"):  # never a duplicate of itself
+        assert f"{name} of {name} " not in second["stderr"]
+
+
+def test_a_copy_whose_original_changed_comes_out_even_with_drop_unchanged(tmp_path):
+    root = tmp_path / "site"
+    shutil.copytree(SITE, root)
+    db = tmp_path / "changed-original.sqlite"
+    settings = {**ADDON, "NEARDUP_DB": str(db), "NEARDUP_DROP_UNCHANGED": True}
+    with serve(root) as url:
+        first = crawl(tmp_path, [url + "/"], settings)
+        assert "/print/library.html" not in item_paths(first["items"])  # a copy of the article
+        article = root / "articles" / "library.html"
+        rewritten = " ".join(
+            f"The council voted on day {k} to sell the old depot to a cooperative." for k in range(40)
+        )
+        article.write_text(
+            f"<html><head><title>Depot</title></head><body><article><p>{rewritten}</p></article></body></html>"
+        )
+        article_only = {**settings, "CLOSESPIDER_PAGECOUNT": 1}
+        rejudged = crawl(tmp_path, [url + "/articles/library.html"], article_only)
+        copy = crawl(tmp_path, [url + "/print/library.html"], article_only)
+    assert item_paths(rejudged["items"]) == ["/articles/library.html"]  # changed: judged again, out
+    # Its former print copy is unchanged, but it was a duplicate: now alone, it is new to the output.
+    assert item_paths(copy["items"]) == ["/print/library.html"]
+    assert copy["stats"]["neardup/revisits/changed"] == 1

@@ -591,17 +591,23 @@ class SQLiteIndex:
             return row[0] if row else None
         return None
 
-    def _earlier(self, key: str | None, scope_id: int | None) -> Earlier | None:
-        """The record a page with this revisit key is a revisit of: its admitted one, else its latest."""
+    def _earlier(self, key: str | None, scope_id: int | None, many: bool = False) -> Earlier | None:
+        """The record a page with this revisit key is a revisit of: its admitted one, else its latest.
+
+        With ``many`` (items), only records of earlier crawls: two items of one key in one crawl
+        are two items, judged against each other.
+        """
         if key is None or scope_id is None:
             return None
         rows = self.db.execute(
-            "SELECT id, status, exact FROM documents WHERE url_key = ? AND scope = ? ORDER BY id DESC",
+            "SELECT id, status, exact, run FROM documents WHERE url_key = ? AND scope = ? ORDER BY id DESC",
             (key, scope_id),
         ).fetchall()
+        if many and self._run is not None:
+            rows = [r for r in rows if r[3] != self._run]
         if not rows:
             return None
-        doc, status, exact = next((r for r in rows if r[1] == "unique"), rows[0])
+        doc, status, exact, _ = next((r for r in rows if r[1] == "unique"), rows[0])
         exact = int.from_bytes(exact, "big") if exact else None
         admitted = tuple(r[0] for r in rows if r[1] == "unique")
         return Earlier(doc, status, exact, frozenset(r[0] for r in rows), admitted)
@@ -706,7 +712,7 @@ class SQLiteIndex:
             ).fetchone()
             if row is not None:
                 return Verdict(url, row[0], row[1] == "duplicate", skip_reason=row[2], revisit="unchanged")
-        earlier = self._earlier(key, self._scope_id(scope))
+        earlier = self._earlier(key, self._scope_id(scope), many)
         if not fp.judged:
             if earlier is not None and earlier.status != "skipped":  # a failed fetch keeps the record
                 return Verdict(url, earlier.id, False, skip_reason=fp.skip_reason)
@@ -751,7 +757,8 @@ class SQLiteIndex:
         verdict = self._record(url, probe, scope, match, source, order, key=key, replace=replace)
         if replace is None:  # a new page, or another item of a page's URL
             return verdict
-        same = earlier.status != "unique" and earlier.exact is not None and earlier.exact == probe.exact
+        # "unchanged" only while it stays what it was: a duplicate now admitted is new to the output.
+        same = verdict.duplicate and earlier.exact is not None and earlier.exact == probe.exact
         return dataclasses.replace(verdict, revisit="unchanged" if same else "changed")
 
     def _url(self, doc_id: int) -> str:
