@@ -20,6 +20,23 @@ from crawling import ADDON, RUNNER, SITE, crawl, expected, path_of, run_crawl, s
 JUDGED = len(expected("unique")) + len(expected("duplicate"))
 
 
+def pipeline_only(tmp_path: Path) -> dict:
+    """The pipeline alone, as for items from an API."""
+    return {
+        "NEARDUP_ENABLED": True,
+        "ITEM_PIPELINES": {"scrapy_neardup.NearDupPipeline": 200},
+        "NEARDUP_DB": str(tmp_path / "items.sqlite"),
+    }
+
+
+def api_folder(tmp_path: Path, entries: list[dict]) -> Path:
+    """A folder serving ``entries`` as a JSON API's answer, ``/items.json``."""
+    api = tmp_path / "api"
+    api.mkdir()
+    (api / "items.json").write_text(json.dumps(entries))
+    return api
+
+
 def records(db: Path) -> list[tuple]:
     """(path, status, path of what it duplicates, run, whether that run ended) of every record."""
     with sqlite3.connect(db) as con:
@@ -195,16 +212,8 @@ def test_pipeline_alone_judges_text_items_from_a_json_api(tmp_path):
         {"url": f"http://api.example/story/{n}", "text": text}
         for n, text in enumerate([story, story, other, story + " Updated.", "<p>" + other + "</p>"])
     ]
-    api = tmp_path / "api"
-    api.mkdir()
-    (api / "items.json").write_text(json.dumps(entries))
-    settings = {
-        "NEARDUP_ENABLED": True,
-        "ITEM_PIPELINES": {"scrapy_neardup.NearDupPipeline": 200},
-        "NEARDUP_DB": str(tmp_path / "api.sqlite"),
-    }
-    with serve(api) as url:
-        result = crawl(tmp_path, [url + "/items.json"], settings)
+    with serve(api_folder(tmp_path, entries)) as url:
+        result = crawl(tmp_path, [url + "/items.json"], pipeline_only(tmp_path))
     assert item_paths(result["items"]) == ["/story/0", "/story/2"]
     assert result["stats"]["neardup/dropped"] == 3
     assert not any(k.startswith("neardup/skipped") for k in result["stats"])
@@ -250,17 +259,9 @@ def test_items_with_relative_urls_or_none_are_revisits_on_a_rerun(tmp_path):
         {"text": texts[2]},  # no URL at all
         {"text": texts[2]},  # the same item again in this crawl: a duplicate
     ]
-    api = tmp_path / "api"
-    api.mkdir()
-    (api / "items.json").write_text(json.dumps(entries))
-    settings = {
-        "NEARDUP_ENABLED": True,
-        "ITEM_PIPELINES": {"scrapy_neardup.NearDupPipeline": 200},
-        "NEARDUP_DB": str(tmp_path / "items.sqlite"),
-    }
-    with serve(api) as url:
-        first = crawl(tmp_path, [url + "/items.json"], settings)
-        second = crawl(tmp_path, [url + "/items.json"], settings)
+    with serve(api_folder(tmp_path, entries)) as url:
+        first = crawl(tmp_path, [url + "/items.json"], pipeline_only(tmp_path))
+        second = crawl(tmp_path, [url + "/items.json"], pipeline_only(tmp_path))
     assert len(first["items"]) == 3 and first["stats"]["neardup/dropped"] == 1
     assert sorted(map(json.dumps, second["items"])) == sorted(map(json.dumps, first["items"]))
     assert second["stats"]["neardup/revisits"] >= 3 and second["stats"]["neardup/dropped"] == 1
