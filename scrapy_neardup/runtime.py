@@ -11,34 +11,28 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import os
 import sqlite3
-import tempfile
 from collections import OrderedDict
 from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
 from scrapy import signals
 from scrapy.crawler import Crawler
-from scrapy.settings import BaseSettings
-from scrapy.utils.project import data_path
 
-from .config import MAX_WORKERS, DedupConfig
+from .config import DedupConfig
+from .crawl_settings import CrawlSettings, remove_index
 from .detector import Detector
-from .exceptions import ConfigError, NearDupError, one_line
+from .exceptions import one_line
 from .fingerprint import Fingerprint, fingerprint
 from .index import SQLiteIndex, Verdict
 from .signatures.exact import raw_hash
 
 logger = logging.getLogger("scrapy_neardup")
 
-ACTIONS = ("drop", "tag")
 # Libraries the extractors use, which log every page at DEBUG and INFO (NEARDUP_LOG_EXTRACTORS).
 EXTRACTOR_LOGGERS = ("trafilatura", "htmldate", "justext", "courlan", "charset_normalizer", "readability")
-BACKENDS = ("sqlite",)
 _ATTRIBUTE = "_neardup_runtime"
 WARM_UP = (
     "<html><body><article><p>"
@@ -50,162 +44,6 @@ _REMEMBERED = 50_000  # verdicts kept for the pipeline, newest first out of memo
 
 class WorkersStopped(Exception):
     """A worker's job ended because the pool was stopped (another page ran over its time)."""
-
-
-@dataclass(frozen=True)
-class CrawlSettings:
-    """The Scrapy-side knobs (detection knobs live in DedupConfig); errors name the setting."""
-
-    action: str = "drop"
-    db: Path | None = None
-    backend: str = "sqlite"
-    workers: int = 0
-    item_field: str | None = None
-    tag_field: str = "neardup"
-    url_field: str = "url"
-    report: Path | None = None
-    report_format: str | None = None
-    canonical: str = "first-seen"
-    debug: bool = False
-    reset: bool = False
-    drop_unchanged: bool = False
-    log_extractors: bool = False
-    page_timeout: float = 60.0
-    drop_above: float | None = None
-
-    @classmethod
-    def from_settings(cls, settings: BaseSettings, spider_name: str) -> CrawlSettings:
-        action = _choice(settings, "NEARDUP_ACTION", ACTIONS, "drop")
-        backend = _choice(settings, "NEARDUP_BACKEND", BACKENDS, "sqlite")
-        workers = _number(settings, "NEARDUP_WORKERS", 0, int, 0, MAX_WORKERS)
-        page_timeout = _number(settings, "NEARDUP_PAGE_TIMEOUT", 60.0, float, 0.1, 86400.0)
-        drop_above = None
-        if settings.get("NEARDUP_DROP_ABOVE") not in (None, ""):
-            drop_above = _number(settings, "NEARDUP_DROP_ABOVE", None, float, 0.0, 1.0)
-        report = _path(settings, "NEARDUP_REPORT")
-        db = default_db_path(settings, spider_name)
-        if report is not None:
-            from .report import check_report_path
-
-            try:
-                check_report_path(report, db, "NEARDUP_REPORT")
-            except NearDupError as exc:
-                raise ConfigError("NEARDUP_REPORT", str(exc).split(": ", 1)[-1]) from None
-            _check_writable(report, "NEARDUP_REPORT")
-        report_format = settings.get("NEARDUP_REPORT_FORMAT")
-        if report_format is not None:
-            from .report import check_format
-
-            check_format(report_format)
-        from .report.clusters import check_policy
-
-        canonical = check_policy(_text(settings, "NEARDUP_CANONICAL", "first-seen"), "NEARDUP_CANONICAL")
-        flags = {
-            name: _flag(settings, f"NEARDUP_{name.upper()}")
-            for name in ("debug", "reset", "drop_unchanged", "log_extractors")
-        }
-        return cls(
-            action=action,
-            db=db,
-            backend=backend,
-            workers=workers,
-            page_timeout=page_timeout,
-            drop_above=drop_above,
-            item_field=_field(settings, "NEARDUP_ITEM_FIELD", None),
-            tag_field=_field(settings, "NEARDUP_TAG_FIELD", "neardup"),
-            url_field=_field(settings, "NEARDUP_URL_FIELD", "url"),
-            report=report,
-            report_format=report_format,
-            canonical=canonical,
-            **flags,
-        )
-
-
-def _number(settings: BaseSettings, name: str, default: Any, kind: type, low: Any, high: Any) -> Any:
-    value = settings.get(name, default)
-    try:
-        if isinstance(value, bool) or (kind is int and isinstance(value, float) and not value.is_integer()):
-            raise ValueError
-        number = kind(value)
-    except (TypeError, ValueError):
-        what = "a whole number" if kind is int else "a number"
-        raise ConfigError(name, f"expected {what}, got {value!r}") from None
-    if not low <= number <= high:
-        raise ConfigError(name, f"must be between {low} and {high}, got {number}")
-    return number
-
-
-def _text(settings: BaseSettings, name: str, default: str) -> str:
-    value = settings.get(name) or default
-    if not isinstance(value, str):
-        raise ConfigError(name, f"expected a string, got {value!r}")
-    return value
-
-
-def _field(settings: BaseSettings, name: str, default: str | None) -> str | None:
-    """An item field name: one string (a list would fail on every item, losing them all)."""
-    value = settings.get(name)
-    if value is None or value == "":
-        return default
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(name, f"expected one field name (a string), got {value!r}")
-    return value.strip()
-
-
-def _path(settings: BaseSettings, name: str) -> Path | None:
-    value = settings.get(name)
-    if value is None or value == "":
-        return None
-    if not isinstance(value, (str, os.PathLike)):
-        raise ConfigError(name, f"expected a file path (a string), got {value!r}")
-    return Path(value)
-
-
-def _check_writable(path: Path, name: str) -> None:
-    """Fail at start, not at close, when a file cannot be written where a setting says: its folder is
-    made (the writer would make it anyway) and a file tried in it."""
-    if path.is_dir():
-        raise ConfigError(name, f"{path} is a folder; name a file")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=path.parent):
-            pass
-    except OSError as exc:
-        raise ConfigError(name, f"cannot write {path} ({exc.strerror or exc})") from None
-
-
-def _flag(settings: BaseSettings, name: str) -> bool:
-    try:
-        return settings.getbool(name)
-    except (ValueError, TypeError):
-        raise ConfigError(name, f"expected true or false, got {settings.get(name)!r}") from None
-
-
-def _choice(settings: BaseSettings, name: str, choices: tuple[str, ...], default: str) -> str:
-    value = settings.get(name) or default
-    if not isinstance(value, str) or value.strip().lower() not in choices:
-        raise ConfigError(name, f"unknown value {value!r}; choose from {', '.join(choices)}")
-    return value.strip().lower()
-
-
-def remove_index(path: Path) -> None:
-    """Delete an index file with its WAL and shared-memory files (NEARDUP_RESET)."""
-    for name in (path.name, path.name + "-wal", path.name + "-shm", path.name + "-journal"):
-        (path.parent / name).unlink(missing_ok=True)
-
-
-def default_db_path(settings: BaseSettings, spider_name: str) -> Path:
-    """``NEARDUP_DB``, else ``<JOBDIR>/neardup.sqlite``, else ``.scrapy/neardup/<spider>.sqlite``.
-
-    Inside ``JOBDIR`` the index lives and resumes with the crawl's other state; without
-    one, each spider gets its own file in the project's data folder.
-    """
-    db = _path(settings, "NEARDUP_DB")
-    if db is not None:
-        return db
-    if settings.get("JOBDIR"):
-        return Path(settings.get("JOBDIR")) / "neardup.sqlite"
-    return Path(data_path("neardup", createdir=True)) / f"{spider_name}.sqlite"
 
 
 class NearDupRuntime:
