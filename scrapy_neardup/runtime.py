@@ -24,7 +24,7 @@ from scrapy.crawler import Crawler
 from .config import DedupConfig
 from .crawl_settings import CrawlSettings, remove_index
 from .detector import Detector
-from .exceptions import one_line
+from .exceptions import NearDupError, one_line
 from .fingerprint import Fingerprint, fingerprint
 from .index import SQLiteIndex, Verdict
 from .signatures.exact import raw_hash
@@ -71,32 +71,42 @@ class NearDupRuntime:
         """The crawl's runtime, created (and the index opened) by the first component that asks."""
         runtime = getattr(crawler, _ATTRIBUTE, None)
         if runtime is None:
-            spider = crawler.spider
-            config = DedupConfig.from_settings(crawler.settings)
-            settings = CrawlSettings.from_settings(crawler.settings, spider.name if spider else "default")
-            if not settings.reset and spider is not None:  # ``-a neardup_reset=1``, as deltafetch's
-                reset = getattr(spider, "neardup_reset", False)
-                settings = dataclasses.replace(settings, reset=str(reset).lower() in ("1", "true", "yes"))
-            if settings.reset:
-                remove_index(settings.db)
-            if not settings.log_extractors:
-                for name in EXTRACTOR_LOGGERS:
-                    logging.getLogger(name).setLevel(logging.WARNING)
-            index = SQLiteIndex(settings.db, config)
-            held = index.stats()
-            index.begin_run(settings.action)
-            runtime = cls(crawler, config, settings, Detector(config, index))
+            try:
+                runtime = cls._start(crawler)
+            except NearDupError as exc:  # Scrapy shows a long traceback: the cause comes first, in one line
+                logger.critical("scrapy-neardup cannot start: %s", one_line(str(exc)))
+                raise
             setattr(crawler, _ATTRIBUTE, runtime)
-            earlier = (
-                f"holds {held['documents']:,} pages from earlier crawls ({held['unique']:,} admitted, "
-                f"{held['duplicates']:,} duplicates; NEARDUP_RESET starts afresh)"
-                if held["documents"] else "is new"
-            )  # fmt: skip
-            logger.info(
-                "scrapy-neardup: %s near-duplicates by %s; index %s %s%s",
-                settings.action, ", ".join(config.methods), settings.db, earlier,
-                " (reset)" if settings.reset else "",
-            )  # fmt: skip
+        return runtime
+
+    @classmethod
+    def _start(cls, crawler: Crawler) -> NearDupRuntime:
+        """Read the settings, open the index, begin the crawl's run."""
+        spider = crawler.spider
+        config = DedupConfig.from_settings(crawler.settings)
+        settings = CrawlSettings.from_settings(crawler.settings, spider.name if spider else "default")
+        if not settings.reset and spider is not None:  # ``-a neardup_reset=1``, as deltafetch's
+            reset = getattr(spider, "neardup_reset", False)
+            settings = dataclasses.replace(settings, reset=str(reset).lower() in ("1", "true", "yes"))
+        if settings.reset:
+            remove_index(settings.db)
+        if not settings.log_extractors:
+            for name in EXTRACTOR_LOGGERS:
+                logging.getLogger(name).setLevel(logging.WARNING)
+        index = SQLiteIndex(settings.db, config)
+        held = index.stats()
+        index.begin_run(settings.action)
+        runtime = cls(crawler, config, settings, Detector(config, index))
+        earlier = (
+            f"holds {held['documents']:,} pages from earlier crawls ({held['unique']:,} admitted, "
+            f"{held['duplicates']:,} duplicates; NEARDUP_RESET starts afresh)"
+            if held["documents"] else "is new"
+        )  # fmt: skip
+        logger.info(
+            "scrapy-neardup: %s near-duplicates by %s; index %s %s%s",
+            settings.action, ", ".join(config.methods), settings.db, earlier,
+            " (reset)" if settings.reset else "",
+        )  # fmt: skip
         return runtime
 
     # --- judging ------------------------------------------------------------------------

@@ -37,6 +37,8 @@ def test_a_bad_setting_stops_the_crawl_at_start_naming_it(tmp_path, site, settin
     assert result["returncode"] != 0
     failed = [line for line in result["stderr"].splitlines() if "CRAWL FAILED TO START" in line]
     assert failed and setting in failed[0], result["stderr"][-2000:]
+    first = [line for line in result["stderr"].splitlines() if "scrapy-neardup cannot start" in line]
+    assert first and setting in first[0]  # one CRITICAL line naming the setting, before any traceback
     assert not result["items"]
 
 
