@@ -64,6 +64,7 @@ class NearDupRuntime:
         self._failures: set[str] = set()
         self._warming: list[asyncio.Future] = []  # each worker's first page: imports the extractor
         self._inflight: set[asyncio.Future] = set()
+        self._slots = asyncio.Semaphore(max(1, settings.workers))  # replaced with each new pool
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
 
     @classmethod
@@ -169,10 +170,13 @@ class NearDupRuntime:
                 return fingerprint(body, self.config, content_type=content_type, extractor=extractor)
             while self._warming:  # a page's time budget starts once the workers have started
                 await asyncio.wait({self._warming.pop()})
-            job = pool.submit(fingerprint, body, self.config, content_type=content_type, extractor=extractor)
-            waiter = self._waiter(job)
-            done, _ = await asyncio.wait({waiter}, timeout=self.settings.page_timeout)
-            self._inflight.discard(waiter)
+            async with self._slots:  # a job a worker: a page's time counts from its start, not its queue
+                job = pool.submit(
+                    fingerprint, body, self.config, content_type=content_type, extractor=extractor
+                )
+                waiter = self._waiter(job)
+                done, _ = await asyncio.wait({waiter}, timeout=self.settings.page_timeout)
+                self._inflight.discard(waiter)
             if not done:
                 self._stop_workers()  # the only way to stop the page's worker; a new pool starts on demand
                 detail = f"fingerprinting took over NEARDUP_PAGE_TIMEOUT = {self.settings.page_timeout} s"
@@ -232,6 +236,7 @@ class NearDupRuntime:
                 self.settings = dataclasses.replace(self.settings, workers=0)
                 return None
             self._pool = ProcessPoolExecutor(self.settings.workers, mp_context=get_context("spawn"))
+            self._slots = asyncio.Semaphore(self.settings.workers)
             self._warming = [
                 self._waiter(self._pool.submit(fingerprint, WARM_UP, self.config))
                 for _ in range(self.settings.workers)
