@@ -51,6 +51,7 @@ class Detector:
         may share its URL with other items of one page: each keeps a record of its own; ``key``
         names an item that has no URL (its body's hash).
         """
+        key = key or (url_key(url) if source is None else None)
         if fp is None:
             if body is None:
                 raise TypeError("check() needs the page body or its fingerprint")
@@ -58,7 +59,6 @@ class Detector:
             if copy is not None:
                 return copy
             fp = self.fingerprint(body, content_type)
-        key = key or (url_key(url) if source is None else None)
         return self.index.check_and_add(url, fp, scope_key(url, self.config.scope), source, key, item)
 
     def check_raw(

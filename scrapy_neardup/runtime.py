@@ -27,6 +27,7 @@ from .detector import Detector
 from .exceptions import NearDupError, one_line
 from .fingerprint import Fingerprint, fingerprint
 from .index import SQLiteIndex, Verdict
+from .scope import url_key
 from .signatures.exact import raw_hash
 
 logger = logging.getLogger("scrapy_neardup")
@@ -127,7 +128,7 @@ class NearDupRuntime:
         counted as ``neardup/skipped/error`` and passed on unjudged.
         """
         # An item without a URL is found again by its body: seen in a later crawl, it is a revisit.
-        key = None if named else f"item-body:{raw_hash(body):032x}"
+        key = url_key(url) if named else f"item-body:{raw_hash(body):032x}"  # made once a page
         try:
             copy = self.detector.check_raw(url, body, key=key)
             if copy is not None:
