@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from corpus import documents
 
 from scrapy_neardup import DedupConfig
+from scrapy_neardup.detector import Detector
 from scrapy_neardup.fingerprint import fingerprint
 from scrapy_neardup.index import SQLiteIndex
 from scrapy_neardup.index.sqlite import file_bytes
@@ -64,6 +65,7 @@ def run(size: int, seed: int, workers: int, folder: Path) -> dict:
     for old in folder.glob(path.name + "*"):  # a kept file from an earlier run
         old.unlink()
     index = SQLiteIndex(path, CONFIG)
+    judge = Detector(CONFIG, index).judge
     lsh = MinHashLSH(threshold=0.8, num_perm=128)
     ours, peer = np.empty(size), np.empty(size)
     found_ours = found_peer = variants = 0
@@ -81,7 +83,7 @@ def run(size: int, seed: int, workers: int, folder: Path) -> dict:
                     text_bytes.append(len(zlib.compress(doc.text[:10_000].encode(), 6)))
                 variants += doc.copy_of >= 0
                 start = time.perf_counter_ns()
-                verdict = index.check_and_add(doc.url, fp)
+                verdict = judge(doc.url, fp)
                 ours[done] = time.perf_counter_ns() - start
                 found_ours += verdict.duplicate and doc.copy_of >= 0
                 lean = LeanMinHash(seed=1, hashvalues=values.astype(np.uint64), scheme="legacy")
@@ -139,7 +141,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--keep", metavar="DIR", help="write the index files here and keep them")
     args = parser.parse_args()
-    print("check_and_add on the SQLite index (default settings, one transaction a page), beside")
+    print("Detector.judge on the SQLite index (default settings, one transaction a page), beside")
     print("datasketch MinHashLSH in memory (128 perm, threshold 0.8), query + insert, same documents")
     print()
     print(

@@ -162,17 +162,19 @@ def build_index(
 ) -> dict:
     """Fill a real SQLiteIndex at ``path`` with ``n_docs`` synthetic pages; returns its stats."""
     from scrapy_neardup import DedupConfig
+    from scrapy_neardup.detector import Detector
     from scrapy_neardup.index import SQLiteIndex
 
     config = config or DedupConfig(extractor="text")
     index = SQLiteIndex(path, config)
+    judge = Detector(config, index).judge
     try:
         pairs = fingerprints(documents(n_docs, seed), config, workers)
         while True:
             with index.batch():
                 done = 0
                 for doc, fp in pairs:
-                    index.check_and_add(doc.url, fp)
+                    judge(doc.url, fp)
                     done += 1
                     if done == 5000:
                         break

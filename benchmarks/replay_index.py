@@ -33,6 +33,7 @@ from bench_index import CONFIG, bytes_written, prepare
 from corpus import documents
 
 import scrapy_neardup
+from scrapy_neardup.detector import Detector
 from scrapy_neardup.index import SQLiteIndex
 
 
@@ -42,13 +43,14 @@ def replay(path: Path, fingerprints: list, warm: int) -> dict:
         copy = Path(tmp) / path.name
         shutil.copyfile(path, copy)
         index = SQLiteIndex(copy, CONFIG)
+        judge = Detector(CONFIG, index).judge
         try:
             for i, fp in enumerate(fingerprints[:warm]):
-                index.check_and_add(f"https://replay.example/warm/{i}", fp)
+                judge(f"https://replay.example/warm/{i}", fp)
             times, before = [], bytes_written()
             for i, fp in enumerate(fingerprints[warm:]):
                 start = time.perf_counter_ns()
-                index.check_and_add(f"https://replay.example/{i}", fp)
+                judge(f"https://replay.example/{i}", fp)
                 times.append(time.perf_counter_ns() - start)
         finally:
             index.close()

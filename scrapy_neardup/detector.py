@@ -1,18 +1,23 @@
-"""Detector: fingerprint -> candidates -> verify -> Verdict, the one place that decides.
+"""Detector: fingerprint -> candidates -> verify -> rank -> record, the one place that decides.
 
 The Scrapy middleware and pipeline, the offline scan and the tests all hold a Detector;
-none of them computes a signature or queries an index itself.
+none of them computes a signature or ranks matches itself, and no index decides: an index
+finds candidates and stores what the Detector decided, inside one transaction a page.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from .config import DedupConfig
-from .fingerprint import Fingerprint, fingerprint
+from .fingerprint import Fingerprint, fingerprint, imatch_with_stats, needed_methods
 from .index import Index, SQLiteIndex, Verdict
+from .index.base import Earlier
+from .index.codecs import spots32
 from .scope import scope_key, url_key
 from .signatures.exact import raw_hash
+from .verify import DECISION_ORDER, compare
 
 
 class Detector:
@@ -21,6 +26,8 @@ class Detector:
     def __init__(self, config: DedupConfig, index: Index) -> None:
         self.config = config
         self.index = index
+        needed = needed_methods(config)
+        self._verify_methods = tuple(m for m in DECISION_ORDER if m in needed)
 
     @classmethod
     def open(cls, path: str | Path, config: DedupConfig | None = None) -> Detector:
@@ -59,7 +66,7 @@ class Detector:
             if copy is not None:
                 return copy
             fp = self.fingerprint(body, content_type)
-        return self.index.check_and_add(url, fp, scope_key(url, self.config.scope), source, key, item)
+        return self.judge(url, fp, scope_key(url, self.config.scope), source, key, item)
 
     def check_raw(
         self, url: str, body: bytes | str, *, source: str | None = None, key: str | None = None
@@ -74,6 +81,95 @@ class Detector:
         raw = raw_hash(body)
         original = self.index.find_raw(raw, scope, key)
         return None if original is None else self.index.record_copy(url, raw, original, scope, source, key)
+
+    def judge(
+        self,
+        url: str,
+        fp: Fingerprint,
+        scope: str = "",
+        source: str | None = None,
+        key: str | None = None,
+        many: bool = False,
+    ) -> Verdict:
+        """Find the best earlier match of ``fp`` in its scope and record the page, atomically.
+
+        A page not judged is recorded as skipped; a duplicate is recorded with what it
+        duplicates; any other page is admitted and becomes findable. A page whose revisit
+        ``key`` (its canonical URL) has a record already is a revisit: never a duplicate of
+        itself, and its record is updated, not repeated. With ``many`` (items: a page may yield
+        several under one URL), a changed one is recorded beside the others, not over them.
+        """
+        with self.index.transaction():
+            return self._judge(url, fp, scope, source, key, many)
+
+    def add(self, url: str, fp: Fingerprint, scope: str = "", source: str | None = None) -> Verdict:
+        """Admit a page without checking it (an import of pages known to be distinct)."""
+        stored = dataclasses.replace(fp, spots=spots32(fp.spots))
+        with self.index.transaction():
+            return self.index.record(url, stored, scope, None, source)
+
+    def _judge(
+        self, url: str, fp: Fingerprint, scope: str, source: str | None, key: str | None, many: bool
+    ) -> Verdict:
+        index = self.index
+        if source is not None:  # the same source twice (two scans at once): a revisit, recorded once
+            row = index.source_record(source)
+            if row is not None:
+                return Verdict(url, row[0], row[1] == "duplicate", skip_reason=row[2], revisit="unchanged")
+        earlier = index.earlier(key, scope, many)
+        if not fp.judged:
+            if earlier is not None and earlier.status != "skipped":  # a failed fetch keeps the record
+                return Verdict(url, earlier.id, False, skip_reason=fp.skip_reason)
+            return index.record(url, fp, scope, None, source, key, replace=earlier)
+        probe = dataclasses.replace(fp, spots=spots32(fp.spots))
+        if "imatch" in self.config.methods and probe.terms:
+            probe = imatch_with_stats(probe, self.config, index.term_stats(probe.terms))
+        unchanged = self._unchanged(url, probe, scope, earlier)
+        if unchanged is not None:
+            return unchanged
+        replace = None if many else earlier
+        own_ids = earlier.ids if earlier is not None else frozenset()
+        matches = []
+        for cand_id, cand in index.candidates(probe, scope):
+            if cand_id in own_ids:
+                continue
+            result = compare(probe, cand, self.config, self._verify_methods)
+            if result.duplicate:
+                matches.append(
+                    (DECISION_ORDER.index(result.method), -(result.similarity or 0.0), cand_id, result)
+                )
+                if matches[-1][0] == 0 and not index.interrupted_runs:
+                    break  # an exact copy: nothing ranks higher but an older one
+        unconfirmed = index.unconfirmed([m[2] for m in matches])
+        best = min(((m[2] in unconfirmed, *m[:3]), m[3]) for m in matches) if matches else None
+        match = best and (best[0][3], best[1].similarity, best[1].method)
+        if best is not None and best[0][0]:  # only pages an interrupted run admitted: let it through
+            verdict = index.record(url, probe, scope, None, source, key, replace=replace)
+            return dataclasses.replace(
+                verdict, duplicate_of=match[0], duplicate_of_url=index.url_of(match[0]), similarity=match[1],
+                method=match[2], unconfirmed=True,
+            )  # fmt: skip
+        verdict = index.record(url, probe, scope, match, source, key, replace=replace)
+        if replace is None:  # a new page, or another item of a page's URL
+            return verdict
+        # "unchanged" only while it stays what it was: a duplicate now admitted is new to the output.
+        same = verdict.duplicate and earlier.exact is not None and earlier.exact == probe.exact
+        return dataclasses.replace(verdict, revisit="unchanged" if same else "changed")
+
+    def _unchanged(self, url: str, probe: Fingerprint, scope: str, earlier: Earlier | None) -> Verdict | None:
+        """A revisit whose content is the same as, or near, one of its own admitted versions."""
+        if earlier is None or not earlier.admitted:
+            return None
+        for own_id, own in self.index.signatures(earlier.admitted, scope):
+            same = compare(probe, own, self.config, self._verify_methods)
+            if same.duplicate:
+                unconfirmed = bool(self.index.unconfirmed([own_id]))  # its item may be lost: not to drop
+                self.index.restamp(own_id)
+                return Verdict(
+                    url, own_id, False, similarity=same.similarity, method=same.method, revisit="unchanged",
+                    unconfirmed=unconfirmed,
+                )  # fmt: skip
+        return None
 
     def close(self) -> None:
         self.index.close()

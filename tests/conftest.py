@@ -47,6 +47,37 @@ def zh_texts() -> list[str]:
     return [p.read_text(encoding="utf-8") for p in sorted(folder.glob("article-*.txt"))]
 
 
+BACKENDS = ("sqlite", "memory")
+
+
+def make_index(backend: str, config, folder: Path, name: str = "index.db"):
+    """A new index of ``backend`` for ``config`` (a file in ``folder`` where it keeps one)."""
+    from scrapy_neardup.index import MemoryIndex, SQLiteIndex
+
+    if backend == "sqlite":
+        return SQLiteIndex(folder / name, config)
+    if backend == "memory":
+        return MemoryIndex(config)
+    raise ValueError(backend)
+
+
+@pytest.fixture(params=BACKENDS)
+def open_detector(request, tmp_path):
+    """``open_detector(config)``: a Detector over a new index of each storage backend in turn."""
+    from scrapy_neardup.detector import Detector
+
+    made = []
+
+    def open_(config, name: str = "index.db"):
+        made.append(Detector(config, make_index(request.param, config, tmp_path, name)))
+        return made[-1]
+
+    open_.backend = request.param
+    yield open_
+    for detector in made:
+        detector.close()
+
+
 @pytest.fixture(scope="module")
 def site() -> str:
     """The test site (tests/site) served on 127.0.0.1."""

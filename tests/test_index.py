@@ -21,7 +21,7 @@ from scrapy_neardup.config import METHODS
 from scrapy_neardup.detector import Detector
 from scrapy_neardup.exceptions import IndexFileError
 from scrapy_neardup.fingerprint import Fingerprint, imatch_with_stats, needed_methods
-from scrapy_neardup.index import SQLiteIndex
+from scrapy_neardup.index import MemoryIndex, SQLiteIndex, codecs, lookup_keys, schema, spot_search
 from scrapy_neardup.index import sqlite as sqlite_index
 from scrapy_neardup.index.pruning import (
     SpotClasses,
@@ -44,7 +44,14 @@ CONTENT = [f"word{i}" for i in range(60)]
 
 
 def brute_force(config: DedupConfig, pages: list[tuple[str, str]]) -> list[tuple[bool, int | None]]:
-    """Expected verdicts: each page against every admitted earlier page of its scope, pair by pair."""
+    """Expected verdicts: the Detector over the in-memory index, where every admitted page of a
+    scope is a candidate of every page (``test_memory_index_is_the_pairwise_check``)."""
+    with Detector(config, MemoryIndex(config)) as detector:
+        return [(v.duplicate, v.duplicate_of) for v in (detector.check(url, text) for url, text in pages)]
+
+
+def pairwise(config: DedupConfig, pages: list[tuple[str, str]]) -> list[tuple[bool, int | None]]:
+    """Each page against every admitted earlier page of its scope, pair by pair, by hand."""
     admitted: list[tuple[int, str, object]] = []
     expected = []
     term_df: collections.Counter[str] = collections.Counter()  # I-Match idf: the admitted pages'
@@ -142,8 +149,25 @@ def test_index_finds_exactly_what_brute_force_finds(
     )  # fmt: skip
     path = tmp_path_factory.mktemp("idx") / "index.db"
     with monkeypatch.context() as patch:
-        patch.setattr(sqlite_index, "LARGE_PAGE_SPOTS", large)
+        patch.setattr(spot_search, "LARGE_PAGE_SPOTS", large)
         assert run_index(path, config, pages) == brute_force(config, pages)
+
+
+@settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    corpora(),
+    st.sampled_from([("spotsigs",), ("exact", "spotsigs", "simhash"), METHODS, ("minhash", "shingles")]),
+    st.sampled_from([0.3, 0.5, 0.9]),
+    st.sampled_from(["global", "host"]),
+)
+def test_memory_index_is_the_pairwise_check(pages, methods, tau, scope):
+    """The oracle of the other tests: the in-memory index finds what a pair-by-pair check finds."""
+    config = DedupConfig(
+        extractor="text", min_tokens=5, methods=methods, spotsigs_threshold=tau, scope=scope,
+        minhash_threshold=tau, simhash_distance=6,
+    )  # fmt: skip
+    distinct = list(dict((text, (url, text)) for url, text in pages).values())  # no raw copies: by hand
+    assert brute_force(config, distinct) == pairwise(config, distinct)
 
 
 def test_real_pages_index_equals_brute_force(tmp_path, aeb_pages):
@@ -192,7 +216,7 @@ def test_frozen_rarest_first_order_stays_exact(tmp_path, aeb_pages, monkeypatch,
     """The spot order switches to frequency classes mid-run, and rare spots to shared lists (with
     4 bucket bits, 16 lists a partition for all of them); answers still equal brute force."""
     monkeypatch.setattr(sqlite_index, "FREEZE_AT", 40)
-    monkeypatch.setattr(sqlite_index, "RARE_BUCKET_BITS", bucket_bits)
+    monkeypatch.setattr(spot_search, "RARE_BUCKET_BITS", bucket_bits)
     rng = random.Random(5)
     pages = []
     for i, body in enumerate(list(aeb_pages.values())[:90]):
@@ -217,9 +241,9 @@ def test_frozen_rarest_first_order_stays_exact(tmp_path, aeb_pages, monkeypatch,
     if bucket_bits == 4:
         assert len(rare) <= 16
     # A process opening the file later reads the same frozen order and the same answers.
-    with SQLiteIndex(tmp_path / "frozen.db", config) as index:
-        verdict = index.check_and_add("http://late.example/", fingerprint(pages[1][1], config))
-        assert verdict.duplicate and index._classes is not None
+    with Detector.open(tmp_path / "frozen.db", config) as detector:
+        verdict = detector.judge("http://late.example/", fingerprint(pages[1][1], config))
+        assert verdict.duplicate and detector.index._classes is not None
 
 
 def test_pages_added_unchecked_to_a_frozen_file_are_found(tmp_path, aeb_pages, monkeypatch):
@@ -230,9 +254,9 @@ def test_pages_added_unchecked_to_a_frozen_file_are_found(tmp_path, aeb_pages, m
     path, checked = tmp_path / "frozen.db", tmp_path / "checked.db"
     assert not any(dup for dup, _ in run_index(checked, config, pages[:40]))
     run_index(path, config, pages[:20])  # the 20th check freezes the order
-    with SQLiteIndex(path, config) as index:
+    with Detector.open(path, config) as detector:
         for i, (url, text) in enumerate(pages[20:40], start=21):
-            assert index.add(url, fingerprint(text, config)).doc_id == i
+            assert detector.add(url, fingerprint(text, config)).doc_id == i
     assert posting_lists(path) == posting_lists(checked)
     found = run_index(path, config, pages[40:])
     assert found == brute_force(config, pages)[40:]
@@ -318,11 +342,11 @@ def test_larger_pages_asking_more_shared_spots_find_what_brute_force_finds(
         expected.append(1 - best[1] if best[0] >= tau - 1e-9 else None)
     path = tmp_path_factory.mktemp("idx") / "index.db"
     with monkeypatch.context() as patch:
-        patch.setattr(sqlite_index, "LARGE_PAGE_SPOTS", large)
+        patch.setattr(spot_search, "LARGE_PAGE_SPOTS", large)
         patch.setattr(sqlite_index, "FREEZE_AT", 3 if frozen else 5000)
-        with SQLiteIndex(path, config) as index:
+        with Detector.open(path, config) as detector:
             fps = [Fingerprint(token_count=50, spots=spots) for spots in spot_sets]
-            found = [index.check_and_add(f"http://a.example/{i}", fp) for i, fp in enumerate(fps)]
+            found = [detector.judge(f"http://a.example/{i}", fp) for i, fp in enumerate(fps)]
     found = [verdict.duplicate_of for verdict in found]
     assert found == expected
 
@@ -335,96 +359,10 @@ def test_count_filter_cuts_chance_candidates():
     assert overlap_needed(walk(heavy), 0.3, 2) == 1
 
 
-@pytest.mark.parametrize("layout, overlap", [("part-spot", 1), ("spot-part", 3)])
-def test_files_written_with_older_posting_keys_keep_their_answers(
-    tmp_path, aeb_pages, monkeypatch, layout, overlap
-):
-    """Indexes written before prefixes were extended or keys led by the spot ("part-spot"), and
-    version-3 files (every page posted for 3 shared spots, no bucket), are searched exactly."""
-    pages = edited_corpus(aeb_pages, 40, copies=15, every=12, seed=3)
-    config = DedupConfig(methods=("spotsigs",), extractor="text", spotsigs_threshold=0.3)
-    monkeypatch.setattr(sqlite_index, "FREEZE_AT", 20)
-    monkeypatch.setattr(sqlite_index, "SPOT_OVERLAP", overlap)
-    monkeypatch.setattr(sqlite_index, "LARGE_PAGE_SPOTS", 1 << 40)
-    monkeypatch.setattr(sqlite_index, "SPOT_LAYOUT", layout)
-    path = tmp_path / "old.db"
-    first = run_index(path, config, pages[:40])
-    with sqlite3.connect(path) as db:  # as the older versions wrote it
-        db.execute("DELETE FROM meta WHERE key IN ('spot_overlap_large', 'spot_bucket_bits')")
-        if layout == "part-spot":
-            db.execute("DELETE FROM meta WHERE key IN ('spot_overlap', 'spot_layout')")
-        db.execute("PRAGMA user_version = 3")
-    monkeypatch.undo()  # this version's values again
-    monkeypatch.setattr(sqlite_index, "FREEZE_AT", 20)
-    with Detector.open(path, config) as detector:
-        index = detector.index
-        assert (index._overlap, index._layout, index._overlap_large) == (overlap, layout, None)
-    found = first + run_index(path, config, pages[40:])
-    assert found == brute_force(config, pages)
-    assert sum(dup for dup, _ in found[40:]) >= 12
-    with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 3  # still readable by version 3
-
-
 def posting_lists(path: Path) -> dict[int, list[int]]:
     with sqlite3.connect(path) as db:
         rows = db.execute("SELECT key, docs FROM spot_lists").fetchall()
     return {key: np.frombuffer(docs, "<u4").tolist() for key, docs in rows}
-
-
-def test_schema_1_file_is_upgraded_to_posting_lists_with_the_same_answers(tmp_path, aeb_pages, monkeypatch):
-    """A file with a row a posting (schema 1) opens as lists, streamed in chunks, and answers as before."""
-    pages = edited_corpus(aeb_pages, 40, copies=20, every=15, seed=5)
-    config = DedupConfig(methods=("exact", "spotsigs", "simhash"), extractor="text")
-    monkeypatch.setattr(sqlite_index, "FREEZE_AT", 20)  # the upgrade keeps the frozen order's postings
-    monkeypatch.setattr(sqlite_index, "SPOT_LAYOUT", "spot-part")  # a key a spot, as schema 1 had
-    path = tmp_path / "v1.db"
-    first = run_index(path, config, pages[:45])
-    lists = posting_lists(path)
-    assert sum(map(len, lists.values())) > 1000
-    with sqlite3.connect(path) as db:  # as schema 1 stored them: a row a posting
-        db.execute(
-            "CREATE TABLE spot_postings (key INTEGER NOT NULL, doc INTEGER NOT NULL, "
-            "PRIMARY KEY (key, doc)) WITHOUT ROWID"
-        )
-        postings = [(key, doc) for key, docs in lists.items() for doc in docs]
-        db.executemany("INSERT INTO spot_postings VALUES (?, ?)", postings)
-        db.execute("DROP TABLE spot_lists")
-        db.execute("DELETE FROM meta WHERE key IN ('spot_overlap_large', 'spot_bucket_bits')")
-        db.execute("PRAGMA user_version = 1")
-    monkeypatch.setattr(sqlite_index, "UPGRADE_CHUNK", 7)  # lists cut across chunks are joined again
-    found = first + run_index(path, config, pages[45:])
-    assert found == brute_force(config, pages)
-    assert sum(dup for dup, _ in found[40:]) >= 15
-    with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 3
-        assert db.execute("SELECT name FROM sqlite_master WHERE name = 'spot_postings'").fetchone() is None
-    upgraded = posting_lists(path)
-    assert all(upgraded[key][: len(docs)] == docs for key, docs in lists.items())
-
-
-def test_schema_2_file_is_upgraded_and_its_spot_sets_read_as_before(tmp_path, aeb_pages, monkeypatch):
-    """Version 2 stored every spot set with counts; such a file reads as before and is marked 3."""
-    pages = edited_corpus(aeb_pages, 30, copies=15, every=15, seed=9)
-    config = DedupConfig(extractor="text")
-    path = tmp_path / "v2.db"
-    monkeypatch.setattr(sqlite_index, "SPOT_LAYOUT", "spot-part")
-    first = run_index(path, config, pages[:20])
-    monkeypatch.undo()
-    with sqlite3.connect(path) as db:  # as version 2 wrote them: distinct spots, then a count byte each
-        db.execute("DELETE FROM meta WHERE key IN ('spot_overlap_large', 'spot_bucket_bits')")
-        for doc, blob in db.execute("SELECT id, spots FROM documents WHERE spots IS NOT NULL").fetchall():
-            spots = sqlite_index._blob_spots(blob)
-            old = b"\x01" + spots.hashes.astype("<u4").tobytes() + spots.counts.astype("u1").tobytes()
-            db.execute("UPDATE documents SET spots = ? WHERE id = ?", (old, doc))
-        db.execute("PRAGMA user_version = 2")
-    found = first + run_index(path, config, pages[20:])
-    assert found == brute_force(config, pages)
-    assert sum(dup for dup, _ in found) >= 12
-    with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 3  # version 2 would misread form 3
-        forms = {blob[0] for (blob,) in db.execute("SELECT spots FROM documents WHERE spots IS NOT NULL")}
-    assert forms == {1, 3}
 
 
 def test_pages_with_more_spot_keys_than_one_query_binds(tmp_path, aeb_pages):
@@ -523,23 +461,6 @@ def test_changed_threshold_is_refused_with_the_setting_name(tmp_path):
         SQLiteIndex(tmp_path / "i.db", DedupConfig(spotsigs_threshold=0.7))
 
 
-def test_index_from_before_the_few_spots_knob_reads_as_the_hard_cut(tmp_path):
-    import json
-
-    path = tmp_path / "old.db"
-    SQLiteIndex(path, DedupConfig(spotsigs_few_spots_bits=-1)).close()
-    con = sqlite3.connect(path)
-    stored = json.loads(con.execute("SELECT value FROM meta WHERE key = 'config'").fetchone()[0])
-    del stored["spotsigs_few_spots_bits"]  # as written before the knob existed
-    con.execute("UPDATE meta SET value = ? WHERE key = 'config'", (json.dumps(stored),))
-    con.commit()
-    con.close()
-    assert SQLiteIndex.open_existing(path).config.spotsigs_few_spots_bits == -1
-    SQLiteIndex(path, DedupConfig(spotsigs_few_spots_bits=-1)).close()
-    with pytest.raises(IndexFileError, match="NEARDUP_SPOTSIGS_FEW_SPOTS_BITS"):
-        SQLiteIndex(path, DedupConfig())
-
-
 def test_unwritable_location_fails_clearly(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
@@ -577,15 +498,16 @@ def test_two_processes_sharing_a_file_admit_each_page_once(tmp_path, aeb_truth):
 KILL_SCRIPT = """
 import sys, os
 from scrapy_neardup import DedupConfig, fingerprint
-from scrapy_neardup.index import SQLiteIndex
-from scrapy_neardup.index import sqlite as sqlite_index
+from scrapy_neardup.detector import Detector
+from scrapy_neardup.index import MemoryIndex, SQLiteIndex
 config = DedupConfig(extractor="text", min_tokens=5)
 index = SQLiteIndex(sys.argv[1], config)
+detector = Detector(config, index)
 for i in range(20):
-    index.check_and_add(f"http://c.example/{i}", fingerprint(f"the committed page {i} " * 20, config))
+    detector.judge(f"http://c.example/{i}", fingerprint(f"the committed page {i} " * 20, config))
 with index.batch():
     for i in range(20):
-        index.check_and_add(f"http://b.example/{i}", fingerprint(f"the batched page {i} " * 20, config))
+        detector.judge(f"http://b.example/{i}", fingerprint(f"the batched page {i} " * 20, config))
     os._exit(9)  # killed in the middle of a batch
 """
 
@@ -606,13 +528,15 @@ def test_wal_is_copied_back_beside_the_checks_and_the_thread_stops_on_close(tmp_
     config = DedupConfig(extractor="text", min_tokens=5)
     index = SQLiteIndex(path, config)
     for i in range(30):
-        index.check_and_add(f"http://w.example/{i}", fingerprint(f"page {i} of the wal test " * 30, config))
+        Detector(config, index).judge(
+            f"http://w.example/{i}", fingerprint(f"page {i} of the wal test " * 30, config)
+        )
     pages = index.db.execute("PRAGMA page_count").fetchone()[0]
     assert pages < sqlite_index.WAL_AUTOCHECKPOINT
     deadline = time.monotonic() + 20
-    while path.stat().st_size < pages * sqlite_index.PAGE_SIZE and time.monotonic() < deadline:
+    while path.stat().st_size < pages * schema.PAGE_SIZE and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert path.stat().st_size >= pages * sqlite_index.PAGE_SIZE  # every page is in the file itself
+    assert path.stat().st_size >= pages * schema.PAGE_SIZE  # every page is in the file itself
     thread = index._checkpointer._thread
     assert thread.is_alive()
     index.close()
@@ -623,7 +547,9 @@ def test_wal_is_copied_back_beside_the_checks_and_the_thread_stops_on_close(tmp_
 def test_an_index_without_a_wal_starts_no_checkpoint_thread():
     config = DedupConfig(extractor="text", min_tokens=5)
     with SQLiteIndex(":memory:", config) as index:
-        index.check_and_add("http://m.example/", fingerprint("the one page in memory " * 20, config))
+        Detector(config, index).judge(
+            "http://m.example/", fingerprint("the one page in memory " * 20, config)
+        )
         assert index.db.execute("PRAGMA journal_mode").fetchone()[0] == "memory"
         assert index._checkpointer._thread is None  # none made, none started
 
@@ -655,7 +581,8 @@ def _open_and_check(path: str, text: str, barrier, results) -> None:
     try:
         config = DedupConfig(extractor="text", min_tokens=5)
         with SQLiteIndex(path, config) as index:
-            results.put(index.check_and_add("http://same.example/", fingerprint(text, config)).duplicate)
+            verdict = Detector(config, index).judge("http://same.example/", fingerprint(text, config))
+            results.put(verdict.duplicate)
     except Exception as exc:  # reported to the parent, which fails the test with it
         results.put(repr(exc))
 
@@ -708,11 +635,13 @@ def test_simhash_blocks_are_probed_only_where_the_spot_search_can_miss_a_simhash
         methods = {r["method"] for r in index.documents() if r["duplicate_of"]}
         fp, scope = fingerprint(pages[0][1], config), index._scope_id("")
         blocks = {
-            sqlite_index._key(sqlite_index.KIND["simhash"], scope, table, bits)
-            for table, bits in sqlite_index.simhash_keys(fp.simhash, 6)
+            lookup_keys.key(lookup_keys.KIND["simhash"], scope, table, bits)
+            for table, bits in lookup_keys.simhash_keys(fp.simhash, 6)
         }
-        assert (blocks <= set(index._lookup_keys(fp, scope, posting=True))) == (confirm < tau)
-        assert (blocks <= set(index._lookup_keys(fp, scope))) == (confirm < tau)
+        posted = lookup_keys.lookup_keys(fp, scope, config, simhash=index._store_simhash, raw=True)
+        probed = lookup_keys.lookup_keys(fp, scope, config, simhash=index._probe_simhash)
+        assert (blocks <= set(posted)) == (confirm < tau)
+        assert (blocks <= set(probed)) == (confirm < tau)
         stored = {k for (k,) in index.db.execute("SELECT key FROM lookup_keys")}
         assert bool(blocks & stored) == (confirm < tau)
     # Under tau, SimHash decides copies SpotSigs alone would not match: what the blocks are probed for.
@@ -737,10 +666,8 @@ def test_a_file_without_simhash_tables_refuses_a_confirm_that_needs_them(tmp_pat
         scope = index._scope_id("")
         stored = {k for (k,) in index.db.execute("SELECT key FROM lookup_keys")}
     for _, text in pages[:20]:
-        blocks = sqlite_index.simhash_keys(fingerprint(text, trusting).simhash, 6)
-        assert {
-            sqlite_index._key(sqlite_index.KIND["simhash"], scope, t, bits) for t, bits in blocks
-        } <= stored
+        blocks = lookup_keys.simhash_keys(fingerprint(text, trusting).simhash, 6)
+        assert {lookup_keys.key(lookup_keys.KIND["simhash"], scope, t, bits) for t, bits in blocks} <= stored
 
 
 def test_stored_spot_sets_read_back_in_every_form():
@@ -757,22 +684,22 @@ def test_stored_spot_sets_read_back_in_every_form():
     sets.append(
         SpotSet(overlapping.astype(np.uint64), np.ones(50, dtype=np.uint32))
     )  # shares 30 with the first
-    blobs = [sqlite_index._spots_blob(s) for s in sets]
+    blobs = [codecs.spots_blob(s) for s in sets]
     assert [b[0] for b in blobs] == [3, 3, 1, 2, 3, 3]
     for spots, blob in zip(sets, blobs, strict=True):
-        back = sqlite_index._blob_spots(blob)
+        back = codecs.blob_spots(blob)
         assert back.hashes.tolist() == spots.hashes.tolist() and back.counts.tolist() == spots.counts.tolist()
         width = 2 if spots.counts.max() > 255 else 1  # bytes a count takes in the counted form
         assert len(blob) <= 1 + (4 + width) * len(spots)
     for probe in sets:
         expected = [multiset_jaccard(probe, s) for s in sets]
-        assert sqlite_index.blob_jaccard(probe, blobs) == pytest.approx(expected)
-        assert sqlite_index.blob_jaccard(probe, blobs[::-1]) == pytest.approx(expected[::-1])
+        assert spot_search.blob_jaccard(probe, blobs) == pytest.approx(expected)
+        assert spot_search.blob_jaccard(probe, blobs[::-1]) == pytest.approx(expected[::-1])
 
 
 def test_document_ids_past_the_posting_lists_range_fail_clearly(tmp_path, aeb_pages, monkeypatch):
     """Posting lists hold uint32 ids: a file past that says so instead of wrapping ids around."""
-    monkeypatch.setattr(sqlite_index, "_MAX_DOC", 2)
+    monkeypatch.setattr(sqlite_index, "MAX_DOC", 2)
     texts = [fingerprint(body, DedupConfig(extractor="plain")).text for body in list(aeb_pages.values())[:3]]
     with Detector.open(tmp_path / "full.db", DedupConfig(extractor="text")) as detector:
         detector.check("http://a.example/1", texts[0])

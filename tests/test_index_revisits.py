@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -9,7 +10,7 @@ import time
 
 from scrapy_neardup import DedupConfig
 from scrapy_neardup.detector import Detector
-from scrapy_neardup.index import sqlite as sqlite_index
+from scrapy_neardup.index.runs import running
 
 CONFIG = DedupConfig(min_tokens=20)
 STORY = " ".join(
@@ -25,8 +26,8 @@ def page(text: str) -> str:
     return f"<html><head><title>t</title></head><body><article><p>{text}</p></article></body></html>"
 
 
-def test_a_page_seen_again_is_a_revisit_of_its_own_record(tmp_path):
-    with Detector.open(tmp_path / "i.db", CONFIG) as detector:
+def test_a_page_seen_again_is_a_revisit_of_its_own_record(open_detector):
+    with open_detector(CONFIG) as detector:
         first = detector.check("https://a.example/story?b=2&a=1", page(STORY))
         again = detector.check("https://a.example/story?a=1&b=2", page(STORY))  # the same canonical URL
         near = detector.check("https://a.example/story?a=1&b=2", page(EDITED))
@@ -36,8 +37,8 @@ def test_a_page_seen_again_is_a_revisit_of_its_own_record(tmp_path):
         assert detector.index.stats()["documents"] == 1
 
 
-def test_a_changed_revisit_is_judged_again_and_its_record_updated(tmp_path):
-    with Detector.open(tmp_path / "i.db", CONFIG) as detector:
+def test_a_changed_revisit_is_judged_again_and_its_record_updated(open_detector):
+    with open_detector(CONFIG) as detector:
         first = detector.check("https://a.example/story", page(STORY))
         changed = detector.check("https://a.example/story", page(OTHER))
         assert changed.revisit == "changed" and changed.doc_id == first.doc_id and not changed.duplicate
@@ -50,8 +51,8 @@ def test_a_changed_revisit_is_judged_again_and_its_record_updated(tmp_path):
         assert detector.index.stats()["documents"] == 3
 
 
-def test_a_duplicate_of_another_page_stays_one_when_seen_again(tmp_path):
-    with Detector.open(tmp_path / "i.db", CONFIG) as detector:
+def test_a_duplicate_of_another_page_stays_one_when_seen_again(open_detector):
+    with open_detector(CONFIG) as detector:
         original = detector.check("https://a.example/story", page(STORY))
         for _ in range(2):
             copy = detector.check("https://a.example/print/story", page(STORY))
@@ -66,8 +67,8 @@ def test_a_duplicate_of_another_page_stays_one_when_seen_again(tmp_path):
         }
 
 
-def test_a_scan_keys_pages_on_their_source_not_their_url(tmp_path):
-    with Detector.open(tmp_path / "i.db", CONFIG) as detector:
+def test_a_scan_keys_pages_on_their_source_not_their_url(open_detector):
+    with open_detector(CONFIG) as detector:
         detector.check("https://a.example/story", page(STORY), source="/saved/a.html")
         copy = detector.check("https://a.example/story", page(STORY), source="/saved/b.html")
         assert copy.duplicate and copy.revisit is None
@@ -108,33 +109,18 @@ def test_a_run_whose_process_still_runs_is_not_interrupted(tmp_path):
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         time.sleep(0.2)
-        assert sqlite_index._running(time.time(), sqlite_index.socket.gethostname(), sleeper.pid)
+        assert running(time.time(), socket.gethostname(), sleeper.pid)
         # The same pid, but the run started before that process did: a pid reused after a kill.
-        assert not sqlite_index._running(time.time() - 3600, sqlite_index.socket.gethostname(), sleeper.pid)
+        assert not running(time.time() - 3600, socket.gethostname(), sleeper.pid)
     finally:
         sleeper.kill()
         sleeper.wait()
-    assert not sqlite_index._running(time.time(), sqlite_index.socket.gethostname(), sleeper.pid)
-    assert sqlite_index._running(time.time(), "another-host.example", 1)
+    assert not running(time.time(), socket.gethostname(), sleeper.pid)
+    assert running(time.time(), "another-host.example", 1)
 
 
-def test_an_index_made_before_revisits_gets_them_when_opened(tmp_path):
-    path = tmp_path / "old.db"
-    with Detector.open(path, CONFIG) as detector:
-        detector.check("https://a.example/story", page(STORY))
-    with sqlite3.connect(path) as con:  # the tables and columns of a file made before this version
-        con.execute("DROP INDEX documents_url_key")
-        con.execute("DROP TABLE runs")
-        con.execute("ALTER TABLE documents DROP COLUMN url_key")
-        con.execute("ALTER TABLE documents DROP COLUMN run")
-    with Detector.open(path, CONFIG) as detector:
-        again = detector.check("https://a.example/story", page(STORY))
-        assert again.revisit == "unchanged" and not again.duplicate
-        assert detector.index.last_action() is None
-
-
-def test_items_sharing_a_url_keep_a_record_each_and_are_revisits_when_seen_again(tmp_path):
-    with Detector.open(tmp_path / "i.db", CONFIG) as detector:
+def test_items_sharing_a_url_keep_a_record_each_and_are_revisits_when_seen_again(open_detector):
+    with open_detector(CONFIG) as detector:
         first = [detector.check("https://a.example/list", page(text), item=True) for text in (STORY, OTHER)]
         assert [v.revisit for v in first] == [None, None] and not any(v.duplicate for v in first)
         assert detector.index.stats()["documents"] == 2  # the second item did not replace the first

@@ -1,12 +1,15 @@
-"""The Index protocol every backend implements (SQLite now, Redis for many machines), and Verdict."""
+"""The storage protocol every backend implements (SQLite, in-memory, Redis), and Verdict."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..config import DedupConfig
 from ..fingerprint import Fingerprint
+from ..signatures.imatch import CollectionStats
 
 
 @dataclass(frozen=True)
@@ -43,21 +46,70 @@ class Verdict:
         }  # fmt: skip
 
 
-class Index(Protocol):
-    """Stores fingerprints, finds candidates, records every verdict. ``check_and_add`` is atomic."""
+# A match found for a new page: (document id, similarity, method).
+Match = tuple[int, "float | None", "str | None"]
 
-    def check_and_add(
+
+@dataclass(frozen=True)
+class Earlier:
+    """A page's own records under its revisit key: the one it is a revisit of, and all their ids."""
+
+    id: int
+    status: str
+    exact: int | None
+    ids: frozenset[int]
+    admitted: tuple[int, ...]  # the admitted ones, newest first
+
+
+class Index(Protocol):
+    """What a backend does: store pages and find candidates. The Detector decides.
+
+    A check's reads and writes happen inside one ``transaction()``, which makes them atomic
+    against every other process sharing the index. Fingerprints given to and returned by an
+    index hold spots in the stored 32-bit form (``codecs.spots32``).
+    """
+
+    config: DedupConfig
+
+    def transaction(self) -> AbstractContextManager[None]: ...
+
+    def batch(self) -> AbstractContextManager[Any]: ...
+
+    # Inside a transaction.
+    def candidates(self, probe: Fingerprint, scope: str) -> Iterator[tuple[int, Fingerprint]]:
+        """A superset of the admitted pages of ``scope`` that a configured method calls a match
+        of ``probe``, in id order, with their stored signatures."""
+        ...
+
+    def record(
         self,
         url: str,
         fp: Fingerprint,
-        scope: str = "",
+        scope: str,
+        match: Match | None = None,
         source: str | None = None,
         key: str | None = None,
-        many: bool = False,
+        replace: Earlier | None = None,
     ) -> Verdict: ...
 
-    def add(self, url: str, fp: Fingerprint, scope: str = "", source: str | None = None) -> Verdict: ...
+    def earlier(self, key: str | None, scope: str, many: bool = False) -> Earlier | None: ...
 
+    def source_record(self, source: str) -> tuple[int, str, str | None] | None: ...
+
+    def signatures(self, ids: list[int] | tuple[int, ...], scope: str) -> list[tuple[int, Fingerprint]]: ...
+
+    def restamp(self, doc_id: int) -> None: ...
+
+    def unconfirmed(self, ids: list[int]) -> set[int]: ...
+
+    @property
+    def interrupted_runs(self) -> bool: ...
+
+    def term_stats(self, terms: tuple[str, ...]) -> CollectionStats: ...
+
+    def url_of(self, doc_id: int) -> str: ...
+
+    # Byte-identical copies, before extraction (each its own transaction).
     def find_raw(self, raw: int, scope: str = "", key: str | None = None) -> int | None: ...
 
     def record_copy(
@@ -70,10 +122,14 @@ class Index(Protocol):
         key: str | None = None,
     ) -> Verdict: ...
 
+    # Crawl runs.
     def begin_run(self, action: str) -> None: ...
 
     def end_run(self) -> None: ...
 
+    def last_action(self) -> str | None: ...
+
+    # The read side, for reports.
     def get(self, doc_id: int) -> dict[str, Any] | None: ...
 
     def documents(self) -> Iterator[dict[str, Any]]: ...
