@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .exceptions import ConfigError
+from .methods import DECISION_ORDER
 from .signatures.spotsigs import ANTECEDENTS
 
-METHODS = ("exact", "spotsigs", "simhash", "minhash", "shingles", "imatch", "ksentence")
+METHODS = DECISION_ORDER
 EXTRACTORS = ("trafilatura", "trafilatura-fast", "resiliparse", "plain", "text")
 LANGUAGES = ("auto", *sorted(ANTECEDENTS))
 SCOPES = ("global", "domain", "host")

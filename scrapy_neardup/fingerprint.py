@@ -14,15 +14,12 @@ import numpy as np
 
 from .config import DedupConfig
 from .exceptions import SkipPage
+from .methods import ALL, Page, imatch_of
 from .signatures._hashing import token_hashes
-from .signatures.exact import exact_hash, raw_hash
-from .signatures.imatch import CollectionStats, imatch_signatures, lexicon_terms
-from .signatures.ksentence import ksentence_hash
-from .signatures.minhash import band_keys, minhash
-from .signatures.shingles import super_shingles
-from .signatures.simhash import simhash
-from .signatures.spotsigs import ANTECEDENTS, LANGUAGE_VOTES, STOPWORDS, SpotSet, spot_signatures
-from .text import detect_language, extract_page, split_sentences, tokenize
+from .signatures.exact import raw_hash
+from .signatures.imatch import CollectionStats
+from .signatures.spotsigs import LANGUAGE_VOTES, SpotSet
+from .text import detect_language, extract_page, tokenize
 
 _EMPTY_SPOTS = SpotSet(np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.uint32))
 
@@ -100,29 +97,11 @@ def fingerprint(
             text=text,
             title=title,
         )
-    hashes = token_hashes(tokens)
+    page = Page(text, tokens, token_hashes(tokens), language, stats)
     values: dict[str, object] = {}
-    if "exact" in wanted:
-        values["exact"] = exact_hash(tokens)
-    if "spotsigs" in wanted:
-        values["spots"] = spot_signatures(tokens, hashes, language, config.spotsigs_specs)
-    if "simhash" in wanted:
-        values["simhash"] = simhash(hashes, config.simhash_shingle)
-    if "minhash" in wanted:
-        mh = minhash(hashes, config.minhash_perm, config.minhash_shingle)
-        values["minhash"] = mh
-        values["minhash_bands"] = tuple(band_keys(mh, *config.minhash_lsh))
-    if "shingles" in wanted:
-        values["super_shingles"] = super_shingles(hashes, config.shingles_size)
-    if "imatch" in wanted:
-        lexicon = lexicon_terms(
-            tokens, stats, config.imatch_idf_low, config.imatch_idf_high, _function_words(language)
-        )
-        values["imatch"] = imatch_signatures(lexicon, config.imatch_lexicons, config.imatch_drop)
-        values["terms"] = tuple(sorted(set(tokens)))
-    if "ksentence" in wanted:
-        sentences = [tokenize(s) for s in split_sentences(text)]
-        values["ksentence"] = ksentence_hash(sentences, config.ksentence_k)
+    for method in ALL:
+        if method.name in wanted:
+            values.update(method.sign(page, config))
     return Fingerprint(
         raw_hash=body_hash,
         token_count=len(tokens),
@@ -135,13 +114,4 @@ def fingerprint(
 
 def imatch_with_stats(fp: Fingerprint, config: DedupConfig, stats: CollectionStats) -> Fingerprint:
     """The fingerprint with I-Match signatures recomputed from collection statistics (an index's)."""
-    lexicon = lexicon_terms(
-        fp.terms, stats, config.imatch_idf_low, config.imatch_idf_high, _function_words(fp.language)
-    )
-    signatures = imatch_signatures(lexicon, config.imatch_lexicons, config.imatch_drop)
-    return dataclasses.replace(fp, imatch=signatures)
-
-
-def _function_words(language: str) -> frozenset[str]:
-    """Words I-Match leaves out when it has no collection statistics."""
-    return ANTECEDENTS.get(language, frozenset()) | STOPWORDS.get(language, frozenset())
+    return dataclasses.replace(fp, imatch=imatch_of(fp.terms, fp.language, stats, config))

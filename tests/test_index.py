@@ -21,8 +21,16 @@ from scrapy_neardup.config import METHODS
 from scrapy_neardup.detector import Detector
 from scrapy_neardup.exceptions import IndexFileError
 from scrapy_neardup.fingerprint import Fingerprint, imatch_with_stats, needed_methods
-from scrapy_neardup.index import MemoryIndex, SQLiteIndex, codecs, lookup_keys, schema, spot_search
-from scrapy_neardup.index import sqlite as sqlite_index
+from scrapy_neardup.index import (
+    MemoryIndex,
+    SQLiteIndex,
+    codecs,
+    lookup_keys,
+    schema,
+    spot_search,
+    sqlite_file,
+    sqlite_spots,
+)
 from scrapy_neardup.index.pruning import (
     SpotClasses,
     overlap_needed,
@@ -33,6 +41,7 @@ from scrapy_neardup.index.pruning import (
     probe_reach,
     walk,
 )
+from scrapy_neardup.methods import SIMHASH, simhash_keys
 from scrapy_neardup.scope import scope_key
 from scrapy_neardup.signatures.imatch import CollectionStats
 from scrapy_neardup.signatures.similarity import multiset_jaccard
@@ -215,7 +224,7 @@ def test_imatch_takes_idf_from_the_index(tmp_path, aeb_pages):
 def test_frozen_rarest_first_order_stays_exact(tmp_path, aeb_pages, monkeypatch, methods, bucket_bits):
     """The spot order switches to frequency classes mid-run, and rare spots to shared lists (with
     4 bucket bits, 16 lists a partition for all of them); answers still equal brute force."""
-    monkeypatch.setattr(sqlite_index, "FREEZE_AT", 40)
+    monkeypatch.setattr(sqlite_spots, "FREEZE_AT", 40)
     monkeypatch.setattr(spot_search, "RARE_BUCKET_BITS", bucket_bits)
     rng = random.Random(5)
     pages = []
@@ -243,12 +252,12 @@ def test_frozen_rarest_first_order_stays_exact(tmp_path, aeb_pages, monkeypatch,
     # A process opening the file later reads the same frozen order and the same answers.
     with Detector.open(tmp_path / "frozen.db", config) as detector:
         verdict = detector.judge("http://late.example/", fingerprint(pages[1][1], config))
-        assert verdict.duplicate and detector.index._classes is not None
+        assert verdict.duplicate and detector.index.spots.classes is not None
 
 
 def test_pages_added_unchecked_to_a_frozen_file_are_found(tmp_path, aeb_pages, monkeypatch):
     """``add`` posts in the file's frozen spot order, even as the first call of a new process."""
-    monkeypatch.setattr(sqlite_index, "FREEZE_AT", 20)
+    monkeypatch.setattr(sqlite_spots, "FREEZE_AT", 20)
     pages = edited_corpus(aeb_pages, 40, copies=20, every=15, seed=6)
     config = DedupConfig(methods=("spotsigs",), extractor="text")
     path, checked = tmp_path / "frozen.db", tmp_path / "checked.db"
@@ -343,7 +352,7 @@ def test_larger_pages_asking_more_shared_spots_find_what_brute_force_finds(
     path = tmp_path_factory.mktemp("idx") / "index.db"
     with monkeypatch.context() as patch:
         patch.setattr(spot_search, "LARGE_PAGE_SPOTS", large)
-        patch.setattr(sqlite_index, "FREEZE_AT", 3 if frozen else 5000)
+        patch.setattr(sqlite_spots, "FREEZE_AT", 3 if frozen else 5000)
         with Detector.open(path, config) as detector:
             fps = [Fingerprint(token_count=50, spots=spots) for spots in spot_sets]
             found = [detector.judge(f"http://a.example/{i}", fp) for i, fp in enumerate(fps)]
@@ -370,7 +379,7 @@ def test_pages_with_more_spot_keys_than_one_query_binds(tmp_path, aeb_pages):
     pages = edited_corpus(aeb_pages, 25, copies=10, every=10, seed=4)
     config = DedupConfig(methods=("spotsigs",), extractor="text")
     with Detector.open(tmp_path / "chunks.db", config) as detector:
-        detector.index._max_ranges = 1  # one key range a query: every count is summed
+        detector.index.spots.max_ranges = 1  # one key range a query: every count is summed
         found = [(v.duplicate, v.duplicate_of) for v in (detector.check(u, t) for u, t in pages)]
     assert found == brute_force(config, pages)
     assert sum(dup for dup, _ in found) >= 8
@@ -532,12 +541,12 @@ def test_wal_is_copied_back_beside_the_checks_and_the_thread_stops_on_close(tmp_
             f"http://w.example/{i}", fingerprint(f"page {i} of the wal test " * 30, config)
         )
     pages = index.db.execute("PRAGMA page_count").fetchone()[0]
-    assert pages < sqlite_index.WAL_AUTOCHECKPOINT
+    assert pages < sqlite_file.WAL_AUTOCHECKPOINT
     deadline = time.monotonic() + 20
     while path.stat().st_size < pages * schema.PAGE_SIZE and time.monotonic() < deadline:
         time.sleep(0.05)
     assert path.stat().st_size >= pages * schema.PAGE_SIZE  # every page is in the file itself
-    thread = index._checkpointer._thread
+    thread = index.file._checkpointer._thread
     assert thread.is_alive()
     index.close()
     assert not thread.is_alive()
@@ -551,7 +560,7 @@ def test_an_index_without_a_wal_starts_no_checkpoint_thread():
             "http://m.example/", fingerprint("the one page in memory " * 20, config)
         )
         assert index.db.execute("PRAGMA journal_mode").fetchone()[0] == "memory"
-        assert index._checkpointer._thread is None  # none made, none started
+        assert index.file._checkpointer._thread is None  # none made, none started
 
 
 def test_byte_identical_copies_skip_extraction(tmp_path, aeb_pages, monkeypatch):
@@ -635,10 +644,10 @@ def test_simhash_blocks_are_probed_only_where_the_spot_search_can_miss_a_simhash
         methods = {r["method"] for r in index.documents() if r["duplicate_of"]}
         fp, scope = fingerprint(pages[0][1], config), index._scope_id("")
         blocks = {
-            lookup_keys.key(lookup_keys.KIND["simhash"], scope, table, bits)
-            for table, bits in lookup_keys.simhash_keys(fp.simhash, 6)
+            lookup_keys.key(SIMHASH.kind, scope, table, bits)
+            for table, bits in simhash_keys(fp.simhash, 6)
         }
-        posted = lookup_keys.lookup_keys(fp, scope, config, simhash=index._store_simhash, raw=True)
+        posted = lookup_keys.lookup_keys(fp, scope, config, simhash=index.file.stores_simhash, raw=True)
         probed = lookup_keys.lookup_keys(fp, scope, config, simhash=index._probe_simhash)
         assert (blocks <= set(posted)) == (confirm < tau)
         assert (blocks <= set(probed)) == (confirm < tau)
@@ -666,8 +675,8 @@ def test_a_file_without_simhash_tables_refuses_a_confirm_that_needs_them(tmp_pat
         scope = index._scope_id("")
         stored = {k for (k,) in index.db.execute("SELECT key FROM lookup_keys")}
     for _, text in pages[:20]:
-        blocks = lookup_keys.simhash_keys(fingerprint(text, trusting).simhash, 6)
-        assert {lookup_keys.key(lookup_keys.KIND["simhash"], scope, t, bits) for t, bits in blocks} <= stored
+        blocks = simhash_keys(fingerprint(text, trusting).simhash, 6)
+        assert {lookup_keys.key(SIMHASH.kind, scope, t, bits) for t, bits in blocks} <= stored
 
 
 def test_stored_spot_sets_read_back_in_every_form():
@@ -699,7 +708,7 @@ def test_stored_spot_sets_read_back_in_every_form():
 
 def test_document_ids_past_the_posting_lists_range_fail_clearly(tmp_path, aeb_pages, monkeypatch):
     """Posting lists hold uint32 ids: a file past that says so instead of wrapping ids around."""
-    monkeypatch.setattr(sqlite_index, "MAX_DOC", 2)
+    monkeypatch.setattr(sqlite_spots, "MAX_DOC", 2)
     texts = [fingerprint(body, DedupConfig(extractor="plain")).text for body in list(aeb_pages.values())[:3]]
     with Detector.open(tmp_path / "full.db", DedupConfig(extractor="text")) as detector:
         detector.check("http://a.example/1", texts[0])

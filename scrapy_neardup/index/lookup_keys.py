@@ -8,15 +8,15 @@ condition), so looking the keys up finds every such pair. A key is a 64-bit hash
 
 from __future__ import annotations
 
-import itertools
-
 import xxhash
 
 from ..config import DedupConfig
 from ..fingerprint import Fingerprint
+from ..methods import BY_NAME
 from .codecs import signed
 
-KIND = {"exact": 1, "simhash": 2, "minhash": 3, "shingles": 4, "imatch": 5, "ksentence": 6, "raw": 7}
+# The kind of a raw body's hash (the methods' kinds are in ``methods``).
+RAW_KIND = 7
 
 
 def key(*parts: int) -> int:
@@ -24,47 +24,21 @@ def key(*parts: int) -> int:
     return signed(xxhash.xxh3_64_intdigest(b"".join(p.to_bytes(8, "little") for p in parts)))
 
 
-def simhash_keys(value: int, distance: int, layout: str = "blocks") -> list[tuple[int, int]]:
-    """(table, bits) keys such that two fingerprints within ``distance`` bits share one.
-
-    ``blocks``: ``distance + 1`` contiguous blocks; a pair within the distance agrees on a
-    whole block. ``permuted`` (Manku et al. 2007): ``distance + 2`` blocks, keyed by every
-    pair of them, since such a pair agrees on at least two blocks; each key then has ~26
-    bits instead of 16, so a million pages give far fewer chance candidates per key.
-    """
-    blocks = distance + 1 if layout == "blocks" else distance + 2
-    edges = [round(i * 64 / blocks) for i in range(blocks + 1)]
-    parts = [(value >> lo) & ((1 << (hi - lo)) - 1) for lo, hi in itertools.pairwise(edges)]
-    if layout == "blocks":
-        return list(enumerate(parts))
-    pairs = itertools.combinations(range(blocks), 2)
-    return [(t, (parts[i] << 32) | parts[j]) for t, (i, j) in enumerate(pairs)]
-
-
 def lookup_keys(
     fp: Fingerprint, scope: int, config: DedupConfig, *, simhash: bool = True, raw: bool = False
 ) -> list[int]:
     """Keys of a page for every configured equality-lookup method; with ``raw``, its raw body's
     too (stored pages); ``simhash`` False leaves the SimHash blocks out."""
-    kinds, methods = [], set(config.methods)
+    kinds = []
     if raw and fp.raw_hash is not None:
-        kinds.append((KIND["raw"], fp.raw_hash >> 64))
-    if "exact" in methods and fp.exact is not None:
-        kinds.append((KIND["exact"], fp.exact >> 64))
-    if "simhash" in methods and fp.simhash is not None and simhash:
-        tables = simhash_keys(fp.simhash, config.simhash_distance, config.simhash_tables)
-        kinds += [(KIND["simhash"], t, bits) for t, bits in tables]
-    if "minhash" in methods:
-        kinds += [(KIND["minhash"], k) for k in fp.minhash_bands]
-    if "shingles" in methods and fp.super_shingles is not None:
-        kinds += [(KIND["shingles"], int(k)) for k in fp.super_shingles]
-    if "imatch" in methods:
-        kinds += [(KIND["imatch"], j, sig) for j, sig in enumerate(fp.imatch) if sig]
-    if "ksentence" in methods and fp.ksentence is not None:
-        kinds.append((KIND["ksentence"], fp.ksentence))
+        kinds.append((RAW_KIND, fp.raw_hash >> 64))
+    for name in config.methods:
+        method = BY_NAME[name]
+        if method.lookup is not None and (simhash or name != "simhash"):
+            kinds += [(method.kind, *values) for values in method.lookup(fp, config)]
     return [key(kind, scope, *values) for kind, *values in kinds]
 
 
 def raw_key(raw: int, scope: int) -> int:
     """The key of a raw body's hash: byte-identical pages, found before extraction."""
-    return key(KIND["raw"], scope, raw >> 64)
+    return key(RAW_KIND, scope, raw >> 64)

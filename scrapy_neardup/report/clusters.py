@@ -15,7 +15,7 @@ from typing import Any
 
 from ..exceptions import ConfigError
 from ..index import Index
-from ..signatures.simhash import BITS
+from ..methods import ALL
 from .progress import Progress
 
 # Policy name -> what it keeps; the order is the one shown in help texts.
@@ -167,16 +167,8 @@ class ClusterSet:
 
 
 def similarity_thresholds(config: Any) -> dict[str, float]:
-    """Each method's threshold on the 0-to-1 similarity the index records for it (see ``verify``)."""
-    return {
-        "exact": 1.0,
-        "ksentence": 1.0,
-        "spotsigs": float(config.spotsigs_threshold),
-        "simhash": 1.0 - config.simhash_distance / BITS,
-        "minhash": float(config.minhash_threshold),
-        "shingles": config.shingles_min_agree / 6,
-        "imatch": 1.0 / (1 + config.imatch_lexicons),
-    }
+    """Each method's threshold on the 0-to-1 similarity the index records for it."""
+    return {method.name: method.threshold(config) for method in ALL}
 
 
 def load_clusters(index: Index, policy: str = "first-seen", progress: Progress | None = None) -> ClusterSet:
@@ -210,7 +202,7 @@ def load_clusters(index: Index, policy: str = "first-seen", progress: Progress |
     sets = join(edges())
     clusters = arrange(sets, members(sets), policy)
     del sets  # as large as the clusters: freed before the report is written
-    config = getattr(index, "config", None)
+    config = index.config
     return ClusterSet(
         policy=policy,
         clusters=clusters,
@@ -218,7 +210,7 @@ def load_clusters(index: Index, policy: str = "first-seen", progress: Progress |
         unique=counts["unique"],
         duplicates=counts["duplicate"],
         skipped=counts["skipped"],
-        settings=config.shaping() if config is not None else {},
-        thresholds=similarity_thresholds(config) if config is not None else {},
-        action=index.last_action() if hasattr(index, "last_action") else None,
+        settings=config.shaping(),
+        thresholds=similarity_thresholds(config),
+        action=index.last_action(),
     )

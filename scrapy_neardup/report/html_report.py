@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 import xxhash
 
 from ..index import Index
+from ..methods import DECISION_ORDER
 from .clusters import CANONICAL_POLICIES, ClusterSet
 from .progress import Progress
 
@@ -38,7 +39,6 @@ TEXT_BUDGET = 16_000_000  # characters of page text embedded for the side-by-sid
 MAX_TEXTS = 50_000  # texts looked up at most, whatever their length
 TEXTS_PER_CLUSTER = 25  # a huge cluster must not use the whole budget
 SIM_BINS = 50
-METHOD_ORDER = ("exact", "ksentence", "imatch", "shingles", "minhash", "spotsigs", "simhash")
 COLORS = {
     "exact": "#2f6fd6", "ksentence": "#7b5cd6", "imatch": "#c2419a", "shingles": "#d9822b",
     "minhash": "#2aa198", "spotsigs": "#3f9142", "simhash": "#b58900",
@@ -102,7 +102,8 @@ def tally(clusters: ClusterSet) -> Tally:
 
 
 def _methods_sorted(names: Any) -> list[str]:
-    return sorted(names, key=lambda n: (METHOD_ORDER.index(n) if n in METHOD_ORDER else len(METHOD_ORDER), n))
+    order = DECISION_ORDER
+    return sorted(names, key=lambda n: (order.index(n) if n in order else len(order), n))
 
 
 # --- the summary ------------------------------------------------------------------------------

@@ -1,0 +1,290 @@
+"""The detection methods, one registry: what each signs, how two pages compare, how it is found.
+
+Each method says which Fingerprint fields it fills (``sign``), how similar two fingerprints
+are on a 0-1 scale and whether that is a duplicate (``result``), its threshold on that scale
+(``threshold``, for the report), its threshold knob, and the equality lookups an index finds
+its candidates by (``lookup``; SpotSigs is found by its own partitioned search instead).
+``ALL`` is in decision order: the first method that matches a pair names the verdict.
+Config, fingerprint, verify, the indexes and the report read this; nothing else lists methods.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .signatures.exact import exact_hash
+from .signatures.imatch import CollectionStats, imatch_signatures, lexicon_terms
+from .signatures.ksentence import ksentence_hash
+from .signatures.minhash import band_keys, minhash
+from .signatures.shingles import GROUPS, super_shingles
+from .signatures.simhash import BITS, simhash
+from .signatures.similarity import (
+    hamming,
+    imatch_agreement,
+    minhash_similarity,
+    multiset_jaccard,
+    super_shingle_agreement,
+)
+from .signatures.spotsigs import ANTECEDENTS, STOPWORDS, spot_signatures
+from .text import split_sentences, tokenize
+
+if TYPE_CHECKING:
+    from .config import DedupConfig
+    from .fingerprint import Fingerprint
+
+
+@dataclass(frozen=True)
+class Page:
+    """What a method signs: a page's main text, its tokens and their hashes, its language."""
+
+    text: str
+    tokens: list[str]
+    hashes: np.ndarray
+    language: str
+    stats: CollectionStats | None = None  # the collection's document frequencies (I-Match)
+
+
+@dataclass(frozen=True)
+class MethodResult:
+    """One method's view of a pair.
+
+    ``similarity`` is in [0, 1] for every method (SimHash: 1 - distance/64) so methods
+    can be charted together; ``raw`` is the method's own measure (a distance, a count).
+    """
+
+    method: str
+    similarity: float
+    raw: float | int | bool
+    shown: str
+    threshold: str
+    duplicate: bool
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    knob: str  # the setting its threshold is (without NEARDUP_)
+    sign: Callable[[Page, DedupConfig], dict[str, Any]]
+    result: Callable[[Fingerprint, Fingerprint, DedupConfig], MethodResult | None]
+    threshold: Callable[[DedupConfig], float]
+    # Lookup values of a page (each a tuple of ints below 2**64) under this method's ``kind``: two
+    # pages the method may call duplicates share one. None: found by the SpotSigs search.
+    lookup: Callable[[Fingerprint, DedupConfig], list[tuple[int, ...]]] | None = None
+    kind: int = 0  # stored in index files: never reuse a number
+
+
+def function_words(language: str) -> frozenset[str]:
+    """Words I-Match leaves out when it has no collection statistics."""
+    return ANTECEDENTS.get(language, frozenset()) | STOPWORDS.get(language, frozenset())
+
+
+def imatch_of(
+    terms: Any, language: str, stats: CollectionStats | None, config: DedupConfig
+) -> tuple[int, ...]:
+    """I-Match signatures of a page's terms, with a collection's statistics where there are some."""
+    low, high = config.imatch_idf_low, config.imatch_idf_high
+    lexicon = lexicon_terms(terms, stats, low, high, function_words(language))
+    return imatch_signatures(lexicon, config.imatch_lexicons, config.imatch_drop)
+
+
+# --- exact ------------------------------------------------------------------------------------
+
+
+def _equal(method: str, a: Any, b: Any) -> MethodResult | None:
+    if a is None or b is None:
+        return None
+    same = a == b
+    return MethodResult(method, float(same), same, "equal" if same else "different", "equal", same)
+
+
+EXACT = Method(
+    "exact", "methods",
+    sign=lambda page, config: {"exact": exact_hash(page.tokens)},
+    result=lambda a, b, config: _equal("exact", a.exact, b.exact),
+    threshold=lambda config: 1.0,
+    lookup=lambda fp, config: [] if fp.exact is None else [(fp.exact >> 64,)],
+    kind=1,
+)  # fmt: skip
+
+
+# --- K longest sentences ----------------------------------------------------------------------
+
+
+def _ksentence_sign(page: Page, config: DedupConfig) -> dict[str, Any]:
+    sentences = [tokenize(s) for s in split_sentences(page.text)]
+    return {"ksentence": ksentence_hash(sentences, config.ksentence_k)}
+
+
+KSENTENCE = Method(
+    "ksentence", "ksentence_k",
+    sign=_ksentence_sign,
+    result=lambda a, b, config: _equal("ksentence", a.ksentence, b.ksentence),
+    threshold=lambda config: 1.0,
+    lookup=lambda fp, config: [] if fp.ksentence is None else [(fp.ksentence,)],
+    kind=6,
+)  # fmt: skip
+
+
+# --- I-Match ----------------------------------------------------------------------------------
+
+
+def _imatch_sign(page: Page, config: DedupConfig) -> dict[str, Any]:
+    return {
+        "imatch": imatch_of(page.tokens, page.language, page.stats, config),
+        "terms": tuple(sorted(set(page.tokens))),
+    }
+
+
+def _imatch_result(a: Fingerprint, b: Fingerprint, config: DedupConfig) -> MethodResult | None:
+    if not a.imatch or not b.imatch:
+        return None
+    agree = imatch_agreement(a.imatch, b.imatch)
+    n = min(len(a.imatch), len(b.imatch))
+    return MethodResult("imatch", agree / n, agree, f"{agree} of {n} lexicons agree", ">= 1", agree >= 1)
+
+
+IMATCH = Method(
+    "imatch", "imatch_lexicons",
+    sign=_imatch_sign,
+    result=_imatch_result,
+    threshold=lambda config: 1.0 / (1 + config.imatch_lexicons),
+    lookup=lambda fp, config: [(j, sig) for j, sig in enumerate(fp.imatch) if sig],
+    kind=5,
+)  # fmt: skip
+
+
+# --- SpotSigs ---------------------------------------------------------------------------------
+
+
+def _spotsigs_result(a: Fingerprint, b: Fingerprint, config: DedupConfig) -> MethodResult | None:
+    if not a.spots.size or not b.spots.size:
+        return None
+    sim = multiset_jaccard(a.spots, b.spots)
+    tau, least = config.spotsigs_threshold, config.spotsigs_min_spots
+    bits = config.spotsigs_few_spots_bits
+    small = min(a.spots.size, b.spots.size)
+    distance = hamming(a.simhash, b.simhash) if a.simhash is not None and b.simhash is not None else None
+    trusted = config.spotsigs_trusted(small, distance)
+    threshold = f">= {tau:.2f}"
+    if least > 1:
+        # A Jaccard over few spots is weak evidence: under min_spots, SimHash must agree too.
+        witness = f" or SimHash <= {bits} bits" if bits >= 0 else ""
+        threshold += f", >= {least} spots each{witness}"
+    return MethodResult("spotsigs", sim, sim, f"{sim:.3f} Jaccard", threshold, sim >= tau and trusted)
+
+
+SPOTSIGS = Method(
+    "spotsigs", "spotsigs_threshold",
+    sign=lambda page, config: {
+        "spots": spot_signatures(page.tokens, page.hashes, page.language, config.spotsigs_specs)
+    },
+    result=_spotsigs_result,
+    threshold=lambda config: float(config.spotsigs_threshold),
+)  # fmt: skip
+
+
+# --- MinHash ----------------------------------------------------------------------------------
+
+
+def _minhash_sign(page: Page, config: DedupConfig) -> dict[str, Any]:
+    mh = minhash(page.hashes, config.minhash_perm, config.minhash_shingle)
+    return {"minhash": mh, "minhash_bands": tuple(band_keys(mh, *config.minhash_lsh))}
+
+
+def _minhash_result(a: Fingerprint, b: Fingerprint, config: DedupConfig) -> MethodResult | None:
+    if a.minhash is None or b.minhash is None:
+        return None
+    sim = minhash_similarity(a.minhash, b.minhash)
+    t = config.minhash_threshold
+    # MinHash *with LSH banding*: a pair that shares no band is never a candidate, so it is
+    # never a match either; an index then finds exactly what a pairwise check would.
+    banded = not (a.minhash_bands and b.minhash_bands) or bool(set(a.minhash_bands) & set(b.minhash_bands))
+    threshold = f">= {t:.2f}, a shared LSH band"
+    return MethodResult("minhash", sim, sim, f"{sim:.3f} est. Jaccard", threshold, sim >= t and banded)
+
+
+MINHASH = Method(
+    "minhash", "minhash_threshold",
+    sign=_minhash_sign,
+    result=_minhash_result,
+    threshold=lambda config: float(config.minhash_threshold),
+    lookup=lambda fp, config: [(k,) for k in fp.minhash_bands],
+    kind=3,
+)  # fmt: skip
+
+
+# --- Broder shingles --------------------------------------------------------------------------
+
+
+def _shingles_result(a: Fingerprint, b: Fingerprint, config: DedupConfig) -> MethodResult | None:
+    if a.super_shingles is None or b.super_shingles is None:
+        return None
+    agree = super_shingle_agreement(a.super_shingles, b.super_shingles)
+    need = config.shingles_min_agree
+    shown, threshold = f"{agree} of {GROUPS} agree", f">= {need} of {GROUPS}"
+    return MethodResult("shingles", agree / GROUPS, agree, shown, threshold, agree >= need)
+
+
+SHINGLES = Method(
+    "shingles", "shingles_min_agree",
+    sign=lambda page, config: {"super_shingles": super_shingles(page.hashes, config.shingles_size)},
+    result=_shingles_result,
+    threshold=lambda config: config.shingles_min_agree / GROUPS,
+    lookup=lambda fp, config: [] if fp.super_shingles is None else [(int(k),) for k in fp.super_shingles],
+    kind=4,
+)  # fmt: skip
+
+
+# --- SimHash ----------------------------------------------------------------------------------
+
+
+def simhash_keys(value: int, distance: int, layout: str = "blocks") -> list[tuple[int, int]]:
+    """(table, bits) keys such that two fingerprints within ``distance`` bits share one.
+
+    ``blocks``: ``distance + 1`` contiguous blocks; a pair within the distance agrees on a
+    whole block. ``permuted`` (Manku et al. 2007): ``distance + 2`` blocks, keyed by every
+    pair of them, since such a pair agrees on at least two blocks; each key then has ~26
+    bits instead of 16, so a million pages give far fewer chance candidates per key.
+    """
+    blocks = distance + 1 if layout == "blocks" else distance + 2
+    edges = [round(i * 64 / blocks) for i in range(blocks + 1)]
+    parts = [(value >> lo) & ((1 << (hi - lo)) - 1) for lo, hi in itertools.pairwise(edges)]
+    if layout == "blocks":
+        return list(enumerate(parts))
+    pairs = itertools.combinations(range(blocks), 2)
+    return [(t, (parts[i] << 32) | parts[j]) for t, (i, j) in enumerate(pairs)]
+
+
+def _simhash_result(a: Fingerprint, b: Fingerprint, config: DedupConfig) -> MethodResult | None:
+    if a.simhash is None or b.simhash is None:
+        return None
+    dist = hamming(a.simhash, b.simhash)
+    near = dist <= config.simhash_distance
+    threshold = f"<= {config.simhash_distance} bits"
+    if near and config.simhash_confirm > 0:
+        confirm = multiset_jaccard(a.spots, b.spots) if a.spots.size and b.spots.size else 0.0
+        near = confirm >= config.simhash_confirm
+        threshold += f", SpotSigs >= {config.simhash_confirm:.2f}"
+    return MethodResult("simhash", 1 - dist / BITS, dist, f"distance {dist} bits", threshold, near)
+
+
+SIMHASH = Method(
+    "simhash", "simhash_distance",
+    sign=lambda page, config: {"simhash": simhash(page.hashes, config.simhash_shingle)},
+    result=_simhash_result,
+    threshold=lambda config: 1.0 - config.simhash_distance / BITS,
+    lookup=lambda fp, config: []
+    if fp.simhash is None
+    else list(simhash_keys(fp.simhash, config.simhash_distance, config.simhash_tables)),
+    kind=2,
+)  # fmt: skip
+
+
+ALL: tuple[Method, ...] = (EXACT, KSENTENCE, IMATCH, SPOTSIGS, MINHASH, SHINGLES, SIMHASH)
+BY_NAME = {m.name: m for m in ALL}
+DECISION_ORDER = tuple(m.name for m in ALL)
