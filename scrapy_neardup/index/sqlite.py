@@ -13,7 +13,6 @@ import dataclasses
 import logging
 import os
 import socket
-import sqlite3
 import time
 import zlib
 from collections.abc import Iterator
@@ -30,9 +29,9 @@ from .base import Earlier, Match, Verdict
 from .bounds import BOUND_COLUMNS, may_match
 from .codecs import SIGNATURE_COLUMNS, array_blob, row_fingerprint, signed, spots_blob, unsigned
 from .lookup_keys import lookup_keys, raw_key
-from .records import clean_record
 from .runs import running
 from .sqlite_file import IndexFile, damage_advice, file_bytes
+from .sqlite_reading import SQLiteReading
 from .sqlite_spots import SpotLists
 
 __all__ = ["SQLiteIndex", "damage_advice", "file_bytes"]
@@ -40,7 +39,7 @@ __all__ = ["SQLiteIndex", "damage_advice", "file_bytes"]
 logger = logging.getLogger(__name__)
 
 
-class SQLiteIndex:
+class SQLiteIndex(SQLiteReading):
     """Persistent candidate search over admitted pages, with every verdict recorded."""
 
     def __init__(self, path: str | Path, config: DedupConfig, timeout: float = 60.0) -> None:
@@ -400,62 +399,6 @@ class SQLiteIndex:
         self.spots.post(doc_id, spots, scope)
         keys = lookup_keys(fp, scope, self.config, simhash=self.file.stores_simhash, raw=True)
         self.db.executemany("INSERT OR IGNORE INTO lookup_keys VALUES (?, ?)", [(k, doc_id) for k in keys])
-
-    # --- reading --------------------------------------------------------------------------
-
-    def get(self, doc_id: int) -> dict | None:
-        """One document's record (url, scope, status, verdict, sizes), or None."""
-        return next(self._records("WHERE d.id = ?", (doc_id,)), None)
-
-    def text(self, doc_id: int) -> str | None:
-        """The main text kept for a document (its first ``keep_text`` characters), or None."""
-        try:
-            row = self.db.execute("SELECT text FROM texts WHERE doc = ?", (doc_id,)).fetchone()
-            return zlib.decompress(row[0]).decode("utf-8", errors="replace") if row else None
-        except (zlib.error, TypeError, sqlite3.DatabaseError) as exc:  # one damaged text, not the report
-            logger.warning(
-                "%s: the stored text of document %d is damaged (%s); left out", self.path, doc_id, exc
-            )
-            return None
-
-    def documents(self) -> Iterator[dict]:
-        """Every recorded page in the order seen, streamed."""
-        return self._records("ORDER BY d.id")
-
-    def _records(self, where: str, args: tuple = ()) -> Iterator[dict]:
-        cur = self.db.execute(
-            "SELECT d.id, d.url, d.title, s.name AS scope, d.seen_at, d.status, d.skip_reason, d.tokens, "
-            "d.language, d.duplicate_of, d.similarity, d.method "
-            f"FROM documents d JOIN scopes s ON s.id = d.scope {where}",
-            args,
-        )
-        names = [c[0] for c in cur.description]
-        for row in cur:
-            yield clean_record(dict(zip(names, row, strict=True)))
-
-    def duplicate_edges(self) -> Iterator[tuple[int, int, float | None, str | None]]:
-        """(document, duplicate_of, similarity, method) for every duplicate, streamed."""
-        yield from self.db.execute(
-            "SELECT id, duplicate_of, similarity, method FROM documents "
-            "WHERE status = 'duplicate' ORDER BY id"
-        )
-
-    def contains_url(self, url: str) -> bool:
-        """Whether a page with this URL was already recorded."""
-        return self.db.execute("SELECT 1 FROM documents WHERE url = ? LIMIT 1", (url,)).fetchone() is not None
-
-    def contains_source(self, source: str) -> bool:
-        """Whether the page read from this source was already recorded (a resumed scan skips it)."""
-        return self.source_record(source) is not None
-
-    def stats(self) -> dict[str, int]:
-        """Counts of documents by status, and the file size in bytes."""
-        counts = dict(self.db.execute("SELECT status, COUNT(*) FROM documents GROUP BY status"))
-        size = file_bytes(self.path)
-        return {
-            "documents": sum(counts.values()), "unique": counts.get("unique", 0),
-            "duplicates": counts.get("duplicate", 0), "skipped": counts.get("skipped", 0), "bytes": size,
-        }  # fmt: skip
 
     def close(self) -> None:
         self.file.close()

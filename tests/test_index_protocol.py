@@ -1,0 +1,179 @@
+"""The storage protocol, the same tests on every backend (``conftest.BACKENDS``).
+
+The Detector decides and an index stores; these tests hold each backend to what the Detector
+needs: atomic pages, rollbacks that leave nothing behind, byte-identical copies found before
+extraction, I-Match statistics, runs, and the read side the report uses.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scrapy_neardup import DedupConfig, fingerprint
+from scrapy_neardup.detector import Detector
+from scrapy_neardup.index import MemoryIndex, SQLiteIndex
+
+CONFIG = DedupConfig(extractor="text", min_tokens=5)
+STORY = " ".join(f"the river survey counted {n} herons near the old mill this spring" for n in range(8))
+OTHER = " ".join(f"a concert in the park drew {n} listeners despite the cold wind" for n in range(8))
+
+
+class Boom(Exception):
+    pass
+
+
+def test_a_page_that_fails_inside_its_transaction_leaves_nothing(open_detector):
+    detector = open_detector(CONFIG)
+    first = detector.check("http://a.example/1", STORY)
+    with pytest.raises(Boom), detector.index.transaction():
+        detector.index.record("http://b.example/2", fingerprint(OTHER, CONFIG), "")
+        raise Boom
+    assert detector.index.stats() | {"bytes": 0} == {
+        "documents": 1, "unique": 1, "duplicates": 0, "skipped": 0, "bytes": 0,
+    }  # fmt: skip
+    again = detector.check("http://b.example/2", OTHER)  # the rolled-back page's id is free again
+    assert not again.duplicate and again.doc_id == first.doc_id + 1
+
+
+def test_a_batch_keeps_its_good_pages_and_drops_a_failed_one(open_detector):
+    detector = open_detector(CONFIG)
+    with detector.index.batch():
+        detector.check("http://a.example/1", STORY)
+        with pytest.raises(Boom), detector.index.transaction():
+            detector.index.record("http://a.example/bad", fingerprint(OTHER, CONFIG), "")
+            raise Boom
+        copy = detector.check("http://a.example/copy", STORY + " again")
+    assert copy.duplicate
+    assert [r["url"] for r in detector.index.documents()] == ["http://a.example/1", "http://a.example/copy"]
+
+
+def test_a_failed_batch_leaves_nothing(open_detector):
+    detector = open_detector(CONFIG)
+    detector.check("http://a.example/0", OTHER)
+    with pytest.raises(Boom), detector.index.batch():
+        detector.check("http://a.example/1", STORY)
+        raise Boom
+    assert [r["url"] for r in detector.index.documents()] == ["http://a.example/0"]
+    assert not detector.check("http://b.example/1", STORY).duplicate  # the lost page is not findable
+
+
+def test_byte_identical_copies_are_found_before_extraction(open_detector):
+    detector = open_detector(CONFIG)
+    first = detector.check("http://a.example/1", STORY)
+    copy = detector.check_raw("http://mirror.example/1", STORY)
+    assert copy is not None and copy.duplicate and copy.duplicate_of == first.doc_id
+    assert copy.method == "exact" and copy.duplicate_of_url == "http://a.example/1"
+    record = detector.index.get(copy.doc_id)
+    assert record["status"] == "duplicate" and record["tokens"] == detector.index.get(first.doc_id)["tokens"]
+    assert detector.check_raw("http://a.example/1", STORY) is None  # its own record: a revisit decides
+    assert detector.check_raw("http://other.example/", OTHER) is None
+
+
+def test_skipped_pages_are_recorded_and_never_candidates(open_detector):
+    detector = open_detector(CONFIG)
+    short = detector.check("http://a.example/short", "too few words")
+    assert short.skip_reason == "too_short" and short.doc_id is not None
+    assert not detector.check("http://a.example/1", STORY).duplicate
+    assert detector.index.get(short.doc_id)["status"] == "skipped"
+
+
+def test_the_read_side_agrees_with_the_verdicts(open_detector):
+    detector = open_detector(DedupConfig(extractor="text", min_tokens=5, keep_text=30))
+    verdicts = [
+        detector.check(url, text, source=f"/saved/{i}.txt")
+        for i, (url, text) in enumerate(
+            [
+                ("http://a.example/1", STORY),
+                ("http://b.example/1", STORY + " more"),
+                ("http://c.example/", OTHER),
+            ]
+        )
+    ]
+    index = detector.index
+    assert [r["id"] for r in index.documents()] == [v.doc_id for v in verdicts]
+    assert list(index.duplicate_edges()) == [
+        (verdicts[1].doc_id, verdicts[0].doc_id, verdicts[1].similarity, "spotsigs")
+    ]
+    assert index.text(verdicts[2].doc_id) == OTHER[:30]
+    assert index.contains_url("http://c.example/") and not index.contains_url("http://d.example/")
+    assert index.contains_source("/saved/1.txt") and not index.contains_source("/saved/9.txt")
+    assert index.stats()["duplicates"] == 1 and index.get(10_000) is None
+    assert index.url_of(verdicts[0].doc_id) == "http://a.example/1"
+
+
+def test_imatch_statistics_count_admitted_pages_only(open_detector):
+    config = DedupConfig(extractor="text", min_tokens=5, methods=("imatch",))
+    detector = open_detector(config)
+    detector.check("http://a.example/1", STORY)
+    detector.check("http://a.example/2", STORY)  # a duplicate: not counted
+    detector.check("http://a.example/3", OTHER)
+    stats = detector.index.term_stats(("herons", "concert", "nowhere"))
+    assert stats.n_docs == 2 and dict(stats.df) == {"herons": 1, "concert": 1}
+
+
+def test_runs_record_the_action(open_detector):
+    detector = open_detector(CONFIG)
+    assert detector.index.last_action() is None
+    detector.index.begin_run("tag")
+    detector.check("http://a.example/1", STORY)
+    detector.index.end_run()
+    assert detector.index.last_action() == "tag"
+    assert not detector.index.interrupted_runs and detector.index.unconfirmed([1]) == set()
+
+
+def test_scopes_keep_pages_apart(open_detector):
+    detector = open_detector(DedupConfig(extractor="text", min_tokens=5, scope="host"))
+    detector.check("http://a.example/1", STORY)
+    assert not detector.check("http://b.example/1", STORY + " more").duplicate
+    assert detector.check("http://a.example/2", STORY + " more").duplicate
+
+
+def test_sqlite_and_memory_record_the_same_pages(tmp_path, aeb_pages):
+    """Real pages with copies and revisits through both backends: the same verdicts and records."""
+    bodies = list(aeb_pages.values())[:12]
+    pages = [(f"http://a.example/{i}", b) for i, b in enumerate(bodies)]
+    pages += [
+        (f"http://copy.example/{i}", b.replace(b"<body", b"<body data-x='1'"))
+        for i, b in enumerate(bodies[:6])
+    ]
+    pages += pages[:3] + [(f"http://a.example/{i}", bodies[i + 1]) for i in range(3)]  # revisits, changed
+    config = DedupConfig()
+    results = []
+    for index in (SQLiteIndex(tmp_path / "i.db", config), MemoryIndex(config)):
+        with Detector(config, index) as detector:
+            verdicts = [detector.check(url, body) for url, body in pages]
+            records = [{k: v for k, v in r.items() if k != "seen_at"} for r in index.documents()]
+            results.append(([v.as_dict() for v in verdicts], records))
+    assert results[0] == results[1]
+    assert sum(v["duplicate"] for v in results[0][0]) >= 6
+
+
+SQLITE_UTILS = shutil.which("sqlite-utils", path=str(Path(sys.executable).parent)) or shutil.which(
+    "sqlite-utils"
+)
+
+
+@pytest.mark.skipif(SQLITE_UTILS is None, reason="sqlite-utils is not installed (the test extra has it)")
+def test_a_user_can_query_the_index_with_sqlite_utils(tmp_path):
+    path = tmp_path / "index.sqlite"
+    with Detector.open(path, CONFIG) as detector:
+        detector.check("http://a.example/1", STORY)
+        detector.check("http://b.example/1", STORY + " more")
+    tool = SQLITE_UTILS
+    views = subprocess.run(
+        [tool, "views", str(path), "--json-cols"], capture_output=True, text=True, check=True
+    )
+    assert {v["view"] for v in json.loads(views.stdout)} == {"pages", "duplicates"}
+    rows = subprocess.run([tool, "rows", str(path), "duplicates"], capture_output=True, text=True, check=True)
+    assert [(r["url"], r["original_url"], r["method"]) for r in json.loads(rows.stdout)] == [
+        ("http://b.example/1", "http://a.example/1", "spotsigs")
+    ]
+    query = "select status, count(*) as n from pages group by status order by status"
+    counts = subprocess.run([tool, "query", str(path), query], capture_output=True, text=True, check=True)
+    assert json.loads(counts.stdout) == [{"status": "duplicate", "n": 1}, {"status": "unique", "n": 1}]
