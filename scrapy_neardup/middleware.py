@@ -10,7 +10,7 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http import HtmlResponse, Request, Response
 
 from .index import Verdict
-from .runtime import NearDupRuntime
+from .session import CrawlSession
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -41,32 +41,32 @@ class NearDupDownloaderMiddleware:
     empty responses pass untouched and count as ``neardup/skipped/<reason>``.
     """
 
-    def __init__(self, runtime: NearDupRuntime) -> None:
-        self.runtime = runtime
+    def __init__(self, session: CrawlSession) -> None:
+        self.session = session
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> NearDupDownloaderMiddleware:
         if not crawler.settings.getbool("NEARDUP_ENABLED"):
             raise NotConfigured("NEARDUP_ENABLED is off")
-        return cls(NearDupRuntime.for_crawler(crawler))
+        return cls(CrawlSession.for_crawler(crawler))
 
     async def process_response(self, request: Request, response: Response, spider: Any = None) -> Response:
         if request.meta.get("dont_obey_robotstxt") and request.url.endswith("/robots.txt"):
             return response  # Scrapy's own robots.txt fetch: not a page of the crawl
         reason = self.skip_reason(request, response)
         if reason:
-            self.runtime.skipped(reason)
+            self.session.skipped(reason)
             # Nor are the page's items judged (or counted again) by the pipeline.
             request.meta[PAGE_VERDICT] = Verdict(response.url, None, False, skip_reason=reason)
             return response
-        verdict = await self.runtime.judge(response.url, response.body, _content_type(response))
+        verdict = await self.session.judge(response.url, response.body, _content_type(response))
         request.meta[PAGE_VERDICT] = verdict  # for NearDupSpiderMiddleware: the page's items
-        what = self.runtime.action_on(verdict)
+        what = self.session.action_on(verdict)
         if what is not None:
-            self.runtime.acted(verdict, what)
+            self.session.acted(verdict, what)
         if what == "dropped":
             raise IgnoreRequest(why_dropped(verdict))
-        if self.runtime.settings.action == "tag" or what == "uncertain":
+        if self.session.settings.action == "tag" or what == "uncertain":
             request.meta["neardup"] = verdict.as_dict()
         return response
 
@@ -106,14 +106,14 @@ class NearDupSpiderMiddleware:
     middleware; writes nothing to items.
     """
 
-    def __init__(self, runtime: NearDupRuntime) -> None:
-        self.runtime = runtime
+    def __init__(self, session: CrawlSession) -> None:
+        self.session = session
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> NearDupSpiderMiddleware:
         if not crawler.settings.getbool("NEARDUP_ENABLED"):
             raise NotConfigured("NEARDUP_ENABLED is off")
-        return cls(NearDupRuntime.for_crawler(crawler))
+        return cls(CrawlSession.for_crawler(crawler))
 
     def process_spider_output(
         self, response: Response, result: Iterable[Any], spider: Any = None
@@ -121,7 +121,7 @@ class NearDupSpiderMiddleware:
         verdict = response.meta.get(PAGE_VERDICT)
         for output in result:
             if verdict is not None and not isinstance(output, Request):
-                self.runtime.link_item(output, verdict)
+                self.session.link_item(output, verdict)
             yield output
 
     async def process_spider_output_async(
@@ -130,5 +130,5 @@ class NearDupSpiderMiddleware:
         verdict = response.meta.get(PAGE_VERDICT)
         async for output in result:
             if verdict is not None and not isinstance(output, Request):
-                self.runtime.link_item(output, verdict)
+                self.session.link_item(output, verdict)
             yield output

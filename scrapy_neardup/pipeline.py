@@ -10,7 +10,7 @@ from scrapy.exceptions import DropItem, NotConfigured
 
 from .index import Verdict
 from .middleware import why_dropped
-from .runtime import NearDupRuntime
+from .session import CrawlSession
 from .text import item_extractor
 
 if TYPE_CHECKING:
@@ -48,8 +48,8 @@ class NearDupPipeline:
     nor a content field pass unchanged and count as ``neardup/skipped/no_content``.
     """
 
-    def __init__(self, runtime: NearDupRuntime) -> None:
-        self.runtime = runtime
+    def __init__(self, session: CrawlSession) -> None:
+        self.session = session
         self._items = 0
         self._warned_field = False
 
@@ -57,27 +57,27 @@ class NearDupPipeline:
     def from_crawler(cls, crawler: Crawler) -> NearDupPipeline:
         if not crawler.settings.getbool("NEARDUP_ENABLED"):
             raise NotConfigured("NEARDUP_ENABLED is off")
-        return cls(NearDupRuntime.for_crawler(crawler))
+        return cls(CrawlSession.for_crawler(crawler))
 
     async def process_item(self, item: Any, spider: Any = None) -> Any:
         adapter = ItemAdapter(item)
-        settings = self.runtime.settings
+        settings = self.session.settings
         url = adapter.get(settings.url_field)
         url = url if isinstance(url, str) else None
-        verdict = self.runtime.verdict_for(item, url)
+        verdict = self.session.verdict_for(item, url)
         reused = verdict is not None  # the page's verdict: counted where it was made
         if verdict is None:
             content = self._content(adapter)
             if content is None:
-                self.runtime.skipped("no_content")
+                self.session.skipped("no_content")
                 return item
             self._items += 1
             extractor = item_extractor(content)
             name = url or f"item:{self._items}"
-            verdict = await self.runtime.judge(name, content, extractor=extractor, item=True, named=bool(url))
-        what = self.runtime.action_on(verdict, item=True)
+            verdict = await self.session.judge(name, content, extractor=extractor, item=True, named=bool(url))
+        what = self.session.action_on(verdict, item=True)
         if what is not None and not (reused and what in ("tagged", "uncertain")):  # counted by the page
-            self.runtime.acted(verdict, what)
+            self.session.acted(verdict, what)
         if what == "dropped":
             raise NearDuplicateItem(verdict)
         if settings.action == "tag" or what == "uncertain":
@@ -85,7 +85,7 @@ class NearDupPipeline:
         return item
 
     def _content(self, adapter: ItemAdapter) -> bytes | str | None:
-        names = (self.runtime.settings.item_field,) if self.runtime.settings.item_field else ITEM_FIELDS
+        names = (self.session.settings.item_field,) if self.session.settings.item_field else ITEM_FIELDS
         for name in names:
             value = adapter.get(name)
             if isinstance(value, (bytes, str)) and value:
@@ -95,7 +95,7 @@ class NearDupPipeline:
         return None
 
     def _tag(self, adapter: ItemAdapter, verdict: Verdict) -> None:
-        field = self.runtime.settings.tag_field
+        field = self.session.settings.tag_field
         try:
             adapter[field] = verdict.as_dict()
         except KeyError:  # a declared Item without that field: keep the item, say why once

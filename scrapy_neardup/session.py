@@ -1,88 +1,73 @@
-"""The crawl-side state the middleware and the pipeline share: one Detector, stats, workers, report.
+"""CrawlSession: one crawl's state the middlewares and the pipeline share.
 
-Both components ask ``NearDupRuntime.for_crawler(crawler)`` and get the same object, so
-a page judged by the middleware is not fingerprinted again by the pipeline, and the index
-is opened and closed once per crawl. The runtime hangs on the crawler (no module state).
+Its Detector, its workers, its stats, the verdicts the pipeline reuses, and its report. All
+components ask ``CrawlSession.for_crawler(crawler)`` and get the same object, so a page judged
+by the middleware is not fingerprinted again by the pipeline, and the index is opened and
+closed once per crawl. The session hangs on the crawler (no module state).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import dataclasses
 import logging
 import sqlite3
 from collections import OrderedDict
-from concurrent.futures import Future, ProcessPoolExecutor
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
 from scrapy import signals
 from scrapy.crawler import Crawler
+from scrapy.statscollectors import StatsCollector
 
 from .config import DedupConfig
 from .crawl_settings import CrawlSettings, remove_index
 from .detector import Detector
 from .exceptions import NearDupError, one_line
-from .fingerprint import Fingerprint, fingerprint
-from .index import SQLiteIndex, Verdict
+from .index import Index, SQLiteIndex, Verdict
 from .scope import url_key
 from .signatures.exact import raw_hash
+from .workers import WorkerPool
 
 logger = logging.getLogger("scrapy_neardup")
 
 # Libraries the extractors use, which log every page at DEBUG and INFO (NEARDUP_LOG_EXTRACTORS).
 EXTRACTOR_LOGGERS = ("trafilatura", "htmldate", "justext", "courlan", "charset_normalizer", "readability")
-_ATTRIBUTE = "_neardup_runtime"
-WARM_UP = (
-    "<html><body><article><p>"
-    + "A page that makes a worker import its extractor. " * 20
-    + "</p></article></body></html>"
-)
+_ATTRIBUTE = "_neardup_session"
 _REMEMBERED = 50_000  # verdicts kept for the pipeline, newest first out of memory last
 
 
-class WorkersStopped(Exception):
-    """A worker's job ended because the pool was stopped (another page ran over its time)."""
-
-
-class NearDupRuntime:
+class CrawlSession:
     """One crawl's detector, its workers, its stats and its report."""
 
     def __init__(
-        self, crawler: Crawler, config: DedupConfig, settings: CrawlSettings, detector: Detector
+        self, config: DedupConfig, settings: CrawlSettings, detector: Detector, stats: StatsCollector
     ) -> None:
-        self.crawler = crawler
         self.config = config
         self.settings = settings
         self.detector = detector
-        self.stats = crawler.stats
+        self.stats = stats
+        self.workers = WorkerPool(config, settings.workers, settings.page_timeout)
         self.verdicts: OrderedDict[str, Verdict] = OrderedDict()
         self._item_verdicts: OrderedDict[int, tuple[Any, Verdict]] = OrderedDict()
-        self._pool: ProcessPoolExecutor | None = None
         self._logged_once = False
         self._failures: set[str] = set()
-        self._warming: list[asyncio.Future] = []  # each worker's first page: imports the extractor
-        self._inflight: set[asyncio.Future] = set()
-        self._slots = asyncio.Semaphore(max(1, settings.workers))  # replaced with each new pool
-        crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
 
     @classmethod
-    def for_crawler(cls, crawler: Crawler) -> NearDupRuntime:
-        """The crawl's runtime, created (and the index opened) by the first component that asks."""
-        runtime = getattr(crawler, _ATTRIBUTE, None)
-        if runtime is None:
+    def for_crawler(cls, crawler: Crawler) -> CrawlSession:
+        """The crawl's session, created (and the index opened) by the first component that asks."""
+        session = getattr(crawler, _ATTRIBUTE, None)
+        if session is None:
             try:
-                runtime = cls._start(crawler)
+                session = cls._start(crawler)
             except NearDupError as exc:  # Scrapy shows a long traceback: the cause comes first, in one line
                 logger.critical("scrapy-neardup cannot start: %s", one_line(str(exc)))
                 raise
-            setattr(crawler, _ATTRIBUTE, runtime)
-        return runtime
+            crawler.signals.connect(session.spider_closed, signal=signals.spider_closed)
+            setattr(crawler, _ATTRIBUTE, session)
+        return session
 
     @classmethod
-    def _start(cls, crawler: Crawler) -> NearDupRuntime:
+    def _start(cls, crawler: Crawler) -> CrawlSession:
         """Read the settings, open the index, begin the crawl's run."""
         spider = crawler.spider
         config = DedupConfig.from_settings(crawler.settings)
@@ -95,10 +80,10 @@ class NearDupRuntime:
         if not settings.log_extractors:
             for name in EXTRACTOR_LOGGERS:
                 logging.getLogger(name).setLevel(logging.WARNING)
-        index = SQLiteIndex(settings.db, config)
+        index = open_index(settings, config)
         held = index.stats()
         index.begin_run(settings.action)
-        runtime = cls(crawler, config, settings, Detector(config, index))
+        session = cls(config, settings, Detector(config, index), crawler.stats)
         earlier = (
             f"holds {held['documents']:,} pages from earlier crawls ({held['unique']:,} admitted, "
             f"{held['duplicates']:,} duplicates; NEARDUP_RESET starts afresh)"
@@ -109,7 +94,7 @@ class NearDupRuntime:
             settings.action, ", ".join(config.methods), settings.db, earlier,
             " (reset)" if settings.reset else "",
         )  # fmt: skip
-        return runtime
+        return session
 
     # --- judging ------------------------------------------------------------------------
 
@@ -133,7 +118,7 @@ class NearDupRuntime:
             copy = self.detector.check_raw(url, body, key=key)
             if copy is not None:
                 return self.remember(copy)
-            fp = await self._fingerprint(body, content_type, extractor)
+            fp = await self.workers.fingerprint(body, content_type, extractor)
             return self.remember(self.detector.check(url, fp=fp, item=item, key=key))
         except Exception as exc:
             self.skipped("error")
@@ -161,88 +146,6 @@ class NearDupRuntime:
             "neardup/skipped/error; the same failure is logged again only at DEBUG",
             url, one_line(kind), advice, exc_info=not storage,
         )  # fmt: skip
-
-    async def _fingerprint(
-        self, body: bytes | str, content_type: str | None, extractor: str | None
-    ) -> Fingerprint:
-        for _ in range(2):  # a second try when another page's timeout stopped the pool under this one
-            pool = self._workers()
-            if pool is None:
-                return fingerprint(body, self.config, content_type=content_type, extractor=extractor)
-            while self._warming:  # a page's time budget starts once the workers have started
-                await asyncio.wait({self._warming.pop()})
-            async with self._slots:  # a job a worker: a page's time counts from its start, not its queue
-                job = pool.submit(
-                    fingerprint, body, self.config, content_type=content_type, extractor=extractor
-                )
-                waiter = self._waiter(job)
-                done, _ = await asyncio.wait({waiter}, timeout=self.settings.page_timeout)
-                self._inflight.discard(waiter)
-            if not done:
-                self._stop_workers()  # the only way to stop the page's worker; a new pool starts on demand
-                detail = f"fingerprinting took over NEARDUP_PAGE_TIMEOUT = {self.settings.page_timeout} s"
-                return Fingerprint(skip_reason="timeout", skip_detail=detail, raw_hash=raw_hash(body))
-            if not isinstance(waiter.exception(), WorkersStopped):
-                return waiter.result()
-        raise WorkersStopped("the worker pool was stopped twice under this page")
-
-    def _waiter(self, job: Future) -> asyncio.Future:
-        """An asyncio future for a worker's job, which ``_stop_workers`` can end (a terminated
-        worker's job may never finish)."""
-        loop = asyncio.get_running_loop()
-        waiter = loop.create_future()
-
-        def settle(ended: Future) -> None:
-            if waiter.done():
-                return
-            if ended.cancelled():
-                waiter.set_exception(WorkersStopped("the job was cancelled"))
-            elif ended.exception() is not None:
-                waiter.set_exception(ended.exception())
-            else:
-                waiter.set_result(ended.result())
-
-        def settle_soon(ended: Future) -> None:
-            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
-                loop.call_soon_threadsafe(settle, ended)
-
-        job.add_done_callback(settle_soon)
-        self._inflight.add(waiter)
-        return waiter
-
-    def _stop_workers(self) -> None:
-        pool, self._pool = self._pool, None
-        for waiter in self._inflight:  # the jobs of the terminated workers: tried again
-            if not waiter.done():
-                waiter.set_exception(WorkersStopped("the worker pool was stopped"))
-                waiter.exception()  # seen: a warm-up nobody awaits any more is no error to report
-        self._inflight.clear()
-        self._warming = []
-        if pool is None:
-            return
-        processes = list(getattr(pool, "_processes", {}).values())  # no public way to end a busy worker
-        pool.shutdown(wait=False, cancel_futures=True)
-        for process in processes:
-            process.terminate()
-
-    def _workers(self) -> ProcessPoolExecutor | None:
-        """The process pool, when NEARDUP_WORKERS > 0 and an asyncio loop runs the crawl."""
-        if self.settings.workers <= 0:
-            return None
-        if self._pool is None:
-            try:
-                asyncio.get_running_loop()
-            except RuntimeError:
-                logger.warning("NEARDUP_WORKERS needs the asyncio reactor; fingerprinting inline instead")
-                self.settings = dataclasses.replace(self.settings, workers=0)
-                return None
-            self._pool = ProcessPoolExecutor(self.settings.workers, mp_context=get_context("spawn"))
-            self._slots = asyncio.Semaphore(self.settings.workers)
-            self._warming = [
-                self._waiter(self._pool.submit(fingerprint, WARM_UP, self.config))
-                for _ in range(self.settings.workers)
-            ]
-        return self._pool
 
     def remember(self, verdict: Verdict) -> Verdict:
         """Keep a verdict for the pipeline (items of the same page) and count it."""
@@ -324,9 +227,7 @@ class NearDupRuntime:
     # --- closing ------------------------------------------------------------------------
 
     def spider_closed(self, spider: Any = None, reason: str = "finished") -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        self.workers.close()
         try:
             self.detector.index.end_run()
         except Exception:  # the run stays open: its pages count as unconfirmed next time, nothing lost
@@ -348,3 +249,10 @@ class NearDupRuntime:
         self.stats.set_value("neardup/report", str(path))
         logger.info("scrapy-neardup: report written to %s", path)
         return path
+
+
+def open_index(settings: CrawlSettings, config: DedupConfig) -> Index:
+    """The crawl's index, of the backend NEARDUP_BACKEND names."""
+    if settings.backend == "sqlite":
+        return SQLiteIndex(settings.db, config)
+    raise NearDupError(f"NEARDUP_BACKEND {settings.backend!r} is not available")

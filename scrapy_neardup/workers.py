@@ -1,0 +1,131 @@
+"""WorkerPool: pages fingerprinted in worker processes, each within a time budget.
+
+Extraction is the slow part of a page (tens of milliseconds with trafilatura), so a pool of
+processes keeps it off the crawl's event loop. A page over ``NEARDUP_PAGE_TIMEOUT`` is
+passed on as ``timeout``; the only way to stop its worker is to stop the pool, whose other
+jobs are then tried again on a new one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from concurrent.futures import Future, ProcessPoolExecutor
+from multiprocessing import get_context
+
+from .config import DedupConfig
+from .fingerprint import Fingerprint, fingerprint
+from .signatures.exact import raw_hash
+
+logger = logging.getLogger("scrapy_neardup")
+
+WARM_UP = (
+    "<html><body><article><p>"
+    + "A page that makes a worker import its extractor. " * 20
+    + "</p></article></body></html>"
+)
+
+
+class WorkersStopped(Exception):
+    """A worker's job ended because the pool was stopped (another page ran over its time)."""
+
+
+class WorkerPool:
+    """``size`` worker processes (0: fingerprint inline), started with the first page."""
+
+    def __init__(self, config: DedupConfig, size: int, page_timeout: float | None) -> None:
+        self.config = config
+        self.size = size
+        self.page_timeout = page_timeout
+        self._pool: ProcessPoolExecutor | None = None
+        self._warming: list[asyncio.Future] = []  # each worker's first page: imports the extractor
+        self._inflight: set[asyncio.Future] = set()
+        self._slots = asyncio.Semaphore(max(1, size))  # replaced with each new pool
+
+    async def fingerprint(
+        self, body: bytes | str, content_type: str | None, extractor: str | None
+    ) -> Fingerprint:
+        for _ in range(2):  # a second try when another page's timeout stopped the pool under this one
+            pool = self._workers()
+            if pool is None:
+                return fingerprint(body, self.config, content_type=content_type, extractor=extractor)
+            while self._warming:  # a page's time budget starts once the workers have started
+                await asyncio.wait({self._warming.pop()})
+            async with self._slots:  # a job a worker: a page's time counts from its start, not its queue
+                job = pool.submit(
+                    fingerprint, body, self.config, content_type=content_type, extractor=extractor
+                )
+                waiter = self._waiter(job)
+                done, _ = await asyncio.wait({waiter}, timeout=self.page_timeout)
+                self._inflight.discard(waiter)
+            if not done:
+                self.stop()  # the only way to stop the page's worker; a new pool starts on demand
+                detail = f"fingerprinting took over NEARDUP_PAGE_TIMEOUT = {self.page_timeout} s"
+                return Fingerprint(skip_reason="timeout", skip_detail=detail, raw_hash=raw_hash(body))
+            if not isinstance(waiter.exception(), WorkersStopped):
+                return waiter.result()
+        raise WorkersStopped("the worker pool was stopped twice under this page")
+
+    def _waiter(self, job: Future) -> asyncio.Future:
+        """An asyncio future for a worker's job, which ``stop`` can end (a terminated
+        worker's job may never finish)."""
+        loop = asyncio.get_running_loop()
+        waiter = loop.create_future()
+
+        def settle(ended: Future) -> None:
+            if waiter.done():
+                return
+            if ended.cancelled():
+                waiter.set_exception(WorkersStopped("the job was cancelled"))
+            elif ended.exception() is not None:
+                waiter.set_exception(ended.exception())
+            else:
+                waiter.set_result(ended.result())
+
+        def settle_soon(ended: Future) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+                loop.call_soon_threadsafe(settle, ended)
+
+        job.add_done_callback(settle_soon)
+        self._inflight.add(waiter)
+        return waiter
+
+    def stop(self) -> None:
+        """End the pool's processes (the jobs in flight end with WorkersStopped)."""
+        pool, self._pool = self._pool, None
+        for waiter in self._inflight:  # the jobs of the terminated workers: tried again
+            if not waiter.done():
+                waiter.set_exception(WorkersStopped("the worker pool was stopped"))
+                waiter.exception()  # seen: a warm-up nobody awaits any more is no error to report
+        self._inflight.clear()
+        self._warming = []
+        if pool is None:
+            return
+        processes = list(getattr(pool, "_processes", {}).values())  # no public way to end a busy worker
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.terminate()
+
+    def _workers(self) -> ProcessPoolExecutor | None:
+        """The process pool, when NEARDUP_WORKERS > 0 and an asyncio loop runs the crawl."""
+        if self.size <= 0:
+            return None
+        if self._pool is None:
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                logger.warning("NEARDUP_WORKERS needs the asyncio reactor; fingerprinting inline instead")
+                self.size = 0
+                return None
+            self._pool = ProcessPoolExecutor(self.size, mp_context=get_context("spawn"))
+            self._slots = asyncio.Semaphore(self.size)
+            self._warming = [
+                self._waiter(self._pool.submit(fingerprint, WARM_UP, self.config)) for _ in range(self.size)
+            ]
+        return self._pool
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None

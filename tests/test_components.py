@@ -1,0 +1,162 @@
+"""The Scrapy components in process, built the way Scrapy tests its own middlewares.
+
+``scrapy.utils.test.get_crawler`` gives a crawler with real settings and stats; responses and
+items are made by hand, so each component's contract is checked without a crawl. The
+subprocess crawls against a local server (test_crawl.py and others) stay beside these.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+
+import pytest
+from scrapy import Spider
+from scrapy.exceptions import IgnoreRequest
+from scrapy.http import HtmlResponse, Request, TextResponse
+from scrapy.utils.test import get_crawler
+
+from scrapy_neardup.index import SQLiteIndex
+from scrapy_neardup.middleware import NearDupDownloaderMiddleware, NearDupSpiderMiddleware
+from scrapy_neardup.pipeline import NearDuplicateItem, NearDupPipeline
+from scrapy_neardup.session import CrawlSession
+
+SITE = Path(__file__).resolve().parent / "site"
+ARTICLE = (SITE / "articles" / "library.html").read_bytes()
+OTHER = (SITE / "articles" / "heron.html").read_bytes()
+
+
+class NewsSpider(Spider):
+    name = "news"
+
+
+def make_crawler(tmp_path, **settings):
+    settings = {"NEARDUP_ENABLED": True, "NEARDUP_DB": str(tmp_path / "i.sqlite"), **settings}
+    crawler = get_crawler(NewsSpider, settings)
+    crawler.spider = crawler._create_spider()
+    return crawler
+
+
+def respond(url: str, body: bytes, **meta) -> tuple[Request, HtmlResponse]:
+    request = Request(url, meta=meta)
+    return request, HtmlResponse(url, body=body, request=request, headers={"Content-Type": "text/html"})
+
+
+def run(coroutine):
+    return asyncio.run(coroutine)
+
+
+def test_the_middleware_drops_a_copy_and_passes_the_original(tmp_path):
+    crawler = make_crawler(tmp_path)
+    middleware = NearDupDownloaderMiddleware.from_crawler(crawler)
+    request, response = respond("http://a.example/library", ARTICLE)
+    assert run(middleware.process_response(request, response)) is response
+    copy_request, copy = respond("http://mirror.example/library?ref=1", ARTICLE)
+    with pytest.raises(IgnoreRequest, match=r"near-duplicate of http://a\.example/library"):
+        run(middleware.process_response(copy_request, copy))
+    stats = crawler.stats.get_stats()
+    assert stats["neardup/checked"] == 2 and stats["neardup/dropped"] == 1
+    assert stats["neardup/duplicates/exact"] == 1
+
+
+def test_the_middleware_tags_in_tag_mode(tmp_path):
+    crawler = make_crawler(tmp_path, NEARDUP_ACTION="tag")
+    middleware = NearDupDownloaderMiddleware.from_crawler(crawler)
+    first, response = respond("http://a.example/library", ARTICLE)
+    run(middleware.process_response(first, response))
+    copy, response = respond("http://b.example/library", ARTICLE)
+    assert run(middleware.process_response(copy, response)) is response
+    assert first.meta["neardup"]["duplicate"] is False
+    assert copy.meta["neardup"]["duplicate"] is True
+    assert copy.meta["neardup"]["duplicate_of"] == "http://a.example/library"
+    assert crawler.stats.get_value("neardup/tagged") == 1
+
+
+def unjudged(reason: str) -> tuple[Request, TextResponse]:
+    """A response the middleware passes on unjudged for ``reason``."""
+    if reason == "opted_out":
+        return respond("http://a.example/x", ARTICLE, neardup_skip=True)
+    if reason == "empty":
+        return respond("http://a.example/x", b"   ")
+    request = Request("http://a.example/x")
+    if reason == "http_status":
+        return request, HtmlResponse(request.url, status=404, body=ARTICLE, request=request)
+    plain = {"Content-Type": "text/plain"}
+    return request, TextResponse(request.url, body=b"plain text", headers=plain, request=request)
+
+
+@pytest.mark.parametrize("reason", ["opted_out", "http_status", "not_html", "empty"])
+def test_the_middleware_passes_what_it_does_not_judge(tmp_path, reason):
+    crawler = make_crawler(tmp_path)
+    middleware = NearDupDownloaderMiddleware.from_crawler(crawler)
+    request, response = unjudged(reason)
+    assert run(middleware.process_response(request, response)) is response
+    assert crawler.stats.get_value(f"neardup/skipped/{reason}") == 1
+    assert crawler.stats.get_value("neardup/checked") is None
+
+
+def test_a_page_seen_again_passes_as_a_revisit(tmp_path):
+    crawler = make_crawler(tmp_path)
+    middleware = NearDupDownloaderMiddleware.from_crawler(crawler)
+    for _ in range(2):
+        request, response = respond("http://a.example/library", ARTICLE)
+        assert run(middleware.process_response(request, response)) is response
+    assert crawler.stats.get_value("neardup/revisits") == 1
+    assert crawler.stats.get_value("neardup/dropped") is None
+
+
+def test_items_reuse_their_page_verdict_through_the_spider_middleware(tmp_path):
+    crawler = make_crawler(tmp_path, NEARDUP_ACTION="tag")
+    middleware = NearDupDownloaderMiddleware.from_crawler(crawler)
+    spider_middleware = NearDupSpiderMiddleware.from_crawler(crawler)
+    pipeline = NearDupPipeline.from_crawler(crawler)
+    assert middleware.session is spider_middleware.session is pipeline.session  # one per crawl
+    pages = [respond("http://a.example/library", ARTICLE), respond("http://b.example/copy", ARTICLE)]
+    items = []
+    for request, response in pages:
+        run(middleware.process_response(request, response))
+        items += spider_middleware.process_spider_output(response, [{"html": response.text}])
+    tagged = [run(pipeline.process_item(item)) for item in items]
+    assert [item["neardup"]["duplicate"] for item in tagged] == [False, True]
+    assert crawler.stats.get_value("neardup/checked") == 2  # no item was judged again
+    assert crawler.stats.get_value("neardup/tagged") == 1  # counted once, by the page
+
+
+def test_the_pipeline_judges_items_by_themselves(tmp_path):
+    crawler = make_crawler(tmp_path)
+    pipeline = NearDupPipeline.from_crawler(crawler)
+    first = {"url": "http://api.example/1", "text": OTHER.decode()}
+    assert run(pipeline.process_item(first)) is first
+    with pytest.raises(NearDuplicateItem, match=r"near-duplicate of http://api\.example/1"):
+        run(pipeline.process_item({"url": "http://api.example/2", "text": OTHER.decode()}))
+    nothing = {"url": "http://api.example/3", "title": "no content field"}
+    assert run(pipeline.process_item(nothing)) is nothing
+    assert crawler.stats.get_value("neardup/skipped/no_content") == 1
+
+
+def test_closing_the_crawl_ends_its_run_and_writes_the_report(tmp_path):
+    report = tmp_path / "report.html"
+    crawler = make_crawler(tmp_path, NEARDUP_REPORT=str(report))
+    middleware = NearDupDownloaderMiddleware.from_crawler(crawler)
+    for url in ("http://a.example/library", "http://b.example/library"):
+        request, response = respond(url, ARTICLE)
+        with contextlib.suppress(IgnoreRequest):
+            run(middleware.process_response(request, response))
+    session = CrawlSession.for_crawler(crawler)
+    session.spider_closed()
+    assert report.exists() and "b.example/library" in report.read_text(encoding="utf-8")
+    assert crawler.stats.get_value("neardup/report") == str(report)
+    with SQLiteIndex.open_existing(tmp_path / "i.sqlite") as index:
+        assert index.last_action() == "drop"
+        assert index.db.execute("SELECT COUNT(*) FROM runs WHERE ended_at IS NULL").fetchone()[0] == 0
+
+
+def test_a_disabled_add_on_builds_no_component(tmp_path):
+    from scrapy.exceptions import NotConfigured
+
+    crawler = make_crawler(tmp_path, NEARDUP_ENABLED=False)
+    for component in (NearDupDownloaderMiddleware, NearDupSpiderMiddleware, NearDupPipeline):
+        with pytest.raises(NotConfigured):
+            component.from_crawler(crawler)
+    assert not (tmp_path / "i.sqlite").exists()
