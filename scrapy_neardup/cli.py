@@ -19,18 +19,21 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .config import MAX_WORKERS, METHODS, DedupConfig
+from .config import MAX_WORKERS, DedupConfig
 from .detector import Detector
 from .exceptions import IndexFileError, InputError, NearDupError, one_line
 from .fingerprint import Fingerprint, fingerprint
 from .index import SQLiteIndex, Verdict
 from .index.sqlite import damage_advice
+from .methods import decision_order
 from .report import FORMATS, format_for, render_report, write_report
 from .report.clusters import CANONICAL_POLICIES, load_clusters
 from .report.html_report import TEXT_BUDGET
+from .scope import scope_key
+from .signatures.exact import raw_hash
 from .sources import Page, Skips, check_input, read_page_file, read_pages
 from .text import storable
-from .verify import DECISION_ORDER, Comparison, compare
+from .verify import Comparison, compare
 
 
 def fingerprint_page(config: DedupConfig, page: Page, methods: frozenset[str] | None = None) -> Fingerprint:
@@ -53,7 +56,7 @@ def _fingerprint_page(
 
 def fingerprint_file(path: str, config: DedupConfig) -> Fingerprint:
     """Fingerprint a saved page with every method, so ``compare`` can show them all."""
-    return fingerprint_page(config, read_page_file(path, path), frozenset(METHODS))
+    return fingerprint_page(config, read_page_file(path, path), frozenset(decision_order()))
 
 
 def _add_config_flags(parser: argparse.ArgumentParser) -> None:
@@ -157,7 +160,7 @@ def comparison_json(paths: tuple[str, str], fps: tuple[Fingerprint, Fingerprint]
         }  # fmt: skip
 
     results = result.results if result else {}
-    raw = {name: (results[name].raw if name in results else None) for name in DECISION_ORDER}
+    raw = {name: (results[name].raw if name in results else None) for name in decision_order()}
     return {
         "a": page(paths[0], fps[0]),
         "b": page(paths[1], fps[1]),
@@ -213,7 +216,7 @@ def comparison_table(paths: tuple[str, str], fps: tuple[Fingerprint, Fingerprint
     ]
     widths = [max(len(row[i]) for row in table) + 2 for i in range(3)]
     lines += [f"{r[0]:<{widths[0]}}{r[1]:<{widths[1]}}{r[2]:<{widths[2]}}{r[3]}" for r in table]
-    missing = [m for m in DECISION_ORDER if m not in result.results]
+    missing = [m for m in decision_order() if m not in result.results]
     if missing:
         lines.append(f"(no signature for: {', '.join(missing)}; e.g. no spot on a page)")
     lines.append("")
@@ -264,10 +267,18 @@ def run_scan(args: argparse.Namespace) -> int:
             while chunk := list(itertools.islice(pages, args.batch)):
                 fresh = _unrecorded(chunk, detector)
                 counts["already"] += len(chunk) - len(fresh)
-                fps = pool.map(sign, fresh, chunksize=8) if pool else map(sign, fresh)
+                # Byte-identical copies of recorded pages are recorded without their extraction.
+                originals = {p.source: _raw_original(detector, p) for p in fresh}
+                rest = [page for page in fresh if originals[page.source] is None]
+                fps = iter(pool.map(sign, rest, chunksize=8) if pool else map(sign, rest))
                 with detector.index.batch():
-                    for page, fp in zip(fresh, fps, strict=True):
-                        verdict = _record_page(detector, page, fp, skips)
+                    for page in fresh:
+                        original = originals[page.source]
+                        verdict = (
+                            _record_page(detector, page, next(fps), skips)
+                            if original is None
+                            else _record_copy(detector, page, *original, skips)
+                        )
                         if verdict is None:
                             continue
                         already = verdict.revisit is not None  # another scan recorded it meanwhile
@@ -304,11 +315,29 @@ def _unrecorded(chunk: list[Page], detector: Detector) -> list[Page]:
     return list(fresh.values())
 
 
+def _raw_original(detector: Detector, page: Page) -> tuple[int, int] | None:
+    """(raw hash, original) when the page's body is byte-identical to an admitted page's."""
+    raw = raw_hash(page.body)
+    original = detector.index.find_raw(raw, scope_key(page.url, detector.config.scope))
+    return None if original is None else (raw, original)
+
+
 def _record_page(detector: Detector, page: Page, fp: Fingerprint, skips: Skips) -> Verdict | None:
     """Check and record one page; a failure of this page alone is skipped and counted, a failure
     of the index (a full disk, a corrupt file) stops the scan with a one-line error."""
+    return _recording(detector, page, skips, lambda: detector.check(page.url, fp=fp, source=page.source))
+
+
+def _record_copy(detector: Detector, page: Page, raw: int, original: int, skips: Skips) -> Verdict | None:
+    scope = scope_key(page.url, detector.config.scope)
+    return _recording(
+        detector, page, skips, lambda: detector.index.record_copy(page.url, raw, original, scope, page.source)
+    )
+
+
+def _recording(detector: Detector, page: Page, skips: Skips, record) -> Verdict | None:
     try:
-        return detector.check(page.url, fp=fp, source=page.source)
+        return record()
     except sqlite3.Error as exc:
         raise IndexFileError(detector.index.path, f"failed while recording pages ({exc})") from None
     except Exception as exc:

@@ -14,11 +14,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import methods as registry
 from .exceptions import ConfigError
-from .methods import DECISION_ORDER
 from .signatures.spotsigs import ANTECEDENTS
 
-METHODS = DECISION_ORDER
+METHODS = registry.BUILT_IN
 EXTRACTORS = ("trafilatura", "trafilatura-fast", "resiliparse", "plain", "text")
 LANGUAGES = ("auto", *sorted(ANTECEDENTS))
 SCOPES = ("global", "domain", "host")
@@ -317,9 +317,9 @@ def _check(name: str, value: Any, config: DedupConfig) -> str | None:
     if name == "preset" and value not in PRESETS:
         return f"unknown preset {value!r}; choose from {', '.join(PRESETS)}"
     if name == "methods":
-        unknown = [m for m in value if m not in METHODS]
+        unknown = [m for m in value if m not in registry.BY_NAME]
         if unknown or not value:
-            return f"unknown method(s) {unknown or value!r}; choose from {', '.join(METHODS)}"
+            return f"unknown method(s) {unknown or value!r}; choose from {', '.join(registry.BY_NAME)}"
     elif name == "extractor" and value not in EXTRACTORS:
         return f"unknown extractor {value!r}; choose from {', '.join(EXTRACTORS)}"
     elif name == "simhash_tables" and value not in ("blocks", "permuted"):

@@ -15,9 +15,10 @@ from .fingerprint import Fingerprint, fingerprint, imatch_with_stats, needed_met
 from .index import Index, SQLiteIndex, Verdict
 from .index.base import Earlier
 from .index.codecs import spots32
+from .methods import decision_order, rank
 from .scope import scope_key, url_key
 from .signatures.exact import raw_hash
-from .verify import DECISION_ORDER, compare
+from .verify import compare
 
 
 class Detector:
@@ -27,7 +28,7 @@ class Detector:
         self.config = config
         self.index = index
         needed = needed_methods(config)
-        self._verify_methods = tuple(m for m in DECISION_ORDER if m in needed)
+        self._verify_methods = tuple(m for m in decision_order() if m in needed)
 
     @classmethod
     def open(cls, path: str | Path, config: DedupConfig | None = None) -> Detector:
@@ -136,7 +137,7 @@ class Detector:
             result = compare(probe, cand, self.config, self._verify_methods)
             if result.duplicate:
                 matches.append(
-                    (DECISION_ORDER.index(result.method), -(result.similarity or 0.0), cand_id, result)
+                    (rank(result.method), -(result.similarity or 0.0), cand_id, result)
                 )
                 if matches[-1][0] == 0 and not index.interrupted_runs:
                     break  # an exact copy: nothing ranks higher but an older one

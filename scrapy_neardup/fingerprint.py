@@ -8,7 +8,9 @@ exception, so callers count it and move on.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -44,6 +46,9 @@ class Fingerprint:
     imatch: tuple[int, ...] = ()
     terms: tuple[str, ...] = ()  # sorted unique tokens, for I-Match with the index's statistics
     ksentence: int | None = None
+    # Signatures of registered methods without a field of their own (``methods.register``):
+    # JSON values (ints, strings, lists of them), stored by every index as they are.
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def judged(self) -> bool:
@@ -98,10 +103,15 @@ def fingerprint(
             title=title,
         )
     page = Page(text, tokens, token_hashes(tokens), language, stats)
-    values: dict[str, object] = {}
+    values: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
     for method in ALL:
         if method.name in wanted:
-            values.update(method.sign(page, config))
+            signed = method.sign(page, config)
+            extra.update(signed.pop("extra", {}))
+            values.update(signed)
+    if extra:
+        values["extra"] = extra
     return Fingerprint(
         raw_hash=body_hash,
         token_count=len(tokens),

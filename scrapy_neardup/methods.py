@@ -4,7 +4,7 @@ Each method says which Fingerprint fields it fills (``sign``), how similar two f
 are on a 0-1 scale and whether that is a duplicate (``result``), its threshold on that scale
 (``threshold``, for the report), its threshold knob, and the equality lookups an index finds
 its candidates by (``lookup``; SpotSigs is found by its own partitioned search instead).
-``ALL`` is in decision order: the first method that matches a pair names the verdict.
+``ALL`` is in decision order (``register`` adds one): the first method that matches a pair names the verdict.
 Config, fingerprint, verify, the indexes and the report read this; nothing else lists methods.
 """
 
@@ -285,6 +285,41 @@ SIMHASH = Method(
 )  # fmt: skip
 
 
-ALL: tuple[Method, ...] = (EXACT, KSENTENCE, IMATCH, SPOTSIGS, MINHASH, SHINGLES, SIMHASH)
+ALL: list[Method] = [EXACT, KSENTENCE, IMATCH, SPOTSIGS, MINHASH, SHINGLES, SIMHASH]
 BY_NAME = {m.name: m for m in ALL}
-DECISION_ORDER = tuple(m.name for m in ALL)
+BUILT_IN = tuple(m.name for m in ALL)
+_RANK = {name: i for i, name in enumerate(BUILT_IN)}
+
+
+def decision_order() -> tuple[str, ...]:
+    """Method names, most precise first: the first that matches a pair names the verdict."""
+    return tuple(m.name for m in ALL)
+
+
+def rank(name: str) -> int:
+    """A method's place in the decision order."""
+    return _RANK[name]
+
+
+def register(method: Method, before: str | None = None) -> None:
+    """Add a method (a plugin's, a test's) before the named one in the decision order, or last.
+
+    Its signature goes in ``Fingerprint.extra`` (``sign`` returns ``{"extra": {...}}``), which
+    every index stores as JSON; its ``kind`` must be one no other method uses.
+    """
+    if method.name in BY_NAME or any(m.kind == method.kind for m in ALL if method.kind):
+        raise ValueError(f"method {method.name!r} or its kind {method.kind} is taken")
+    at = next((i for i, m in enumerate(ALL) if m.name == before), len(ALL))
+    ALL.insert(at, method)
+    BY_NAME[method.name] = method
+    _RANK.clear()
+    _RANK.update({m.name: i for i, m in enumerate(ALL)})
+
+
+def unregister(name: str) -> None:
+    """Remove a registered method (built-in ones stay)."""
+    if name in BUILT_IN or name not in BY_NAME:
+        raise ValueError(f"{name!r} is not a registered method")
+    ALL.remove(BY_NAME.pop(name))
+    _RANK.clear()
+    _RANK.update({m.name: i for i, m in enumerate(ALL)})

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 from .config import DedupConfig
 from .fingerprint import Fingerprint
-from .methods import BY_NAME, DECISION_ORDER, MethodResult
+from .methods import BY_NAME, MethodResult, decision_order
 
-__all__ = ["DECISION_ORDER", "Comparison", "MethodResult", "compare", "method_result"]
+__all__ = ["Comparison", "MethodResult", "compare", "method_result"]
 
 
 @dataclass(frozen=True)
@@ -41,11 +41,12 @@ def compare(
     calls the pair a duplicate.
     """
     results: dict[str, MethodResult] = {}
-    for method in methods or DECISION_ORDER:
+    order = decision_order()
+    for method in methods or order:
         result = method_result(method, a, b, config)
         if result is not None:
             results[method] = result
-    for method in DECISION_ORDER:
+    for method in order:
         result = results.get(method)
         if method in config.methods and result is not None and result.duplicate:
             return Comparison(results, True, method, result.similarity)

@@ -41,12 +41,12 @@ from scrapy_neardup.index.pruning import (
     probe_reach,
     walk,
 )
-from scrapy_neardup.methods import SIMHASH, simhash_keys
+from scrapy_neardup.methods import SIMHASH, decision_order, simhash_keys
 from scrapy_neardup.scope import scope_key
 from scrapy_neardup.signatures.imatch import CollectionStats
 from scrapy_neardup.signatures.similarity import multiset_jaccard
 from scrapy_neardup.signatures.spotsigs import SpotSet
-from scrapy_neardup.verify import DECISION_ORDER, compare
+from scrapy_neardup.verify import compare
 
 FUNCTION = ["the", "a", "an", "is", "was", "are", "were", "has", "have", "had", "can", "will", "would", "do"]
 CONTENT = [f"word{i}" for i in range(60)]
@@ -78,7 +78,7 @@ def pairwise(config: DedupConfig, pages: list[tuple[str, str]]) -> list[tuple[bo
                 continue
             result = compare(fp, other, config, index_methods(config))
             if result.duplicate:
-                rank = (DECISION_ORDER.index(result.method), -(result.similarity or 0.0), other_id)
+                rank = (decision_order().index(result.method), -(result.similarity or 0.0), other_id)
                 best = min(best, rank) if best else rank
         if best is None:
             admitted.append((doc_id, scope, fp))
@@ -89,7 +89,7 @@ def pairwise(config: DedupConfig, pages: list[tuple[str, str]]) -> list[tuple[bo
 
 def index_methods(config: DedupConfig) -> tuple[str, ...]:
     needed = needed_methods(config)
-    return tuple(m for m in DECISION_ORDER if m in needed)
+    return tuple(m for m in decision_order() if m in needed)
 
 
 def run_index(path: Path, config: DedupConfig, pages: list[tuple[str, str]]) -> list[tuple[bool, int | None]]:

@@ -9,6 +9,7 @@ import pytest
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
+from scrapy_neardup import cli
 from scrapy_neardup.cli import main
 from scrapy_neardup.report.clusters import Member, cluster_members
 from scrapy_neardup.sources import canonical_url, read_pages
@@ -162,3 +163,26 @@ def test_clusters_join_chains_and_pick_the_first_seen():
     members = [Member(i, f"http://a.example/{i}") for i in range(1, 10)]
     clusters = cluster_members([(2, 1), (3, 2), (5, 4), (7, 6), (8, 7), (9, 6)], members)
     assert [[m.id for m in c.members] for c in clusters] == [[6, 7, 8, 9], [1, 2, 3], [4, 5]]
+
+
+def test_a_byte_identical_copy_is_recorded_without_its_extraction(tmp_path, capsys, articles, monkeypatch):
+    """The scan takes the crawl's road: a copy of a recorded page's bytes is never extracted."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    (first / "a.html").write_bytes(articles[0])
+    (second / "copy.html").write_bytes(articles[0])
+    (second / "other.html").write_bytes(articles[1])
+    db = tmp_path / "index.db"
+    scan(capsys, str(first), "--db", str(db))
+    extracted = []
+    real = cli.fingerprint_page
+    monkeypatch.setattr(
+        cli,
+        "fingerprint_page",
+        lambda config, page, *a: extracted.append(page.source) or real(config, page, *a),
+    )
+    assert "1 duplicates" in scan(capsys, str(second), "--db", str(db))
+    assert [Path(source).name for source in extracted] == ["other.html"]
+    (cluster,) = report(capsys, db)["clusters"]
+    assert [m.get("method") for m in cluster["members"]] == [None, "exact"]

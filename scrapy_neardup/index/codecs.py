@@ -10,6 +10,8 @@ give the same verdicts.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 from ..fingerprint import Fingerprint
@@ -89,7 +91,7 @@ def repeated_spots(blobs: list[bytes]) -> tuple[np.ndarray, np.ndarray, list[int
 
 SIGNATURE_COLUMNS = (
     "id, exact, simhash, spot_size, spots, minhash, minhash_bands, super_shingles, imatch, ksentence, "
-    "tokens, language"
+    "tokens, language, extra"
 )
 
 
@@ -97,9 +99,9 @@ def row_fingerprint(row: tuple) -> Fingerprint:
     """The stored signatures of a document, enough to verify a pair.
 
     ``row``: id, exact, simhash, spot_size, spots, minhash, minhash_bands, super_shingles,
-    imatch, ksentence, tokens, language (``SIGNATURE_COLUMNS``).
+    imatch, ksentence, tokens, language, extra (``SIGNATURE_COLUMNS``).
     """
-    _, exact, sim, _, spots, mh, bands, sup, im, ks, tokens, language = row
+    _, exact, sim, _, spots, mh, bands, sup, im, ks, tokens, language, extra = row
     return Fingerprint(
         token_count=tokens, language=language or "und",
         exact=int.from_bytes(exact, "big") if exact else None,
@@ -110,4 +112,10 @@ def row_fingerprint(row: tuple) -> Fingerprint:
         super_shingles=np.frombuffer(sup, dtype="<u8").astype(np.uint64) if sup else None,
         imatch=tuple(int(x) for x in np.frombuffer(im, dtype="<u8")) if im else (),
         ksentence=unsigned(ks) if ks is not None else None,
+        extra=json.loads(extra) if extra else {},
     )  # fmt: skip
+
+
+def extra_json(extra: dict) -> str | None:
+    """The registered methods' signatures as stored (None when there are none)."""
+    return json.dumps(extra, sort_keys=True) if extra else None

@@ -65,6 +65,7 @@ CREATE TABLE documents (
     super_shingles BLOB,
     imatch BLOB,
     ksentence INTEGER,
+    extra TEXT,
     run INTEGER REFERENCES runs(id),
     url_key TEXT
 );

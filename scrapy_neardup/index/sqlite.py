@@ -27,7 +27,7 @@ from ..text import storable
 from . import schema
 from .base import Earlier, Match, Verdict
 from .bounds import BOUND_COLUMNS, may_match
-from .codecs import SIGNATURE_COLUMNS, array_blob, row_fingerprint, signed, spots_blob, unsigned
+from .codecs import SIGNATURE_COLUMNS, array_blob, extra_json, row_fingerprint, signed, spots_blob, unsigned
 from .lookup_keys import lookup_keys, raw_key
 from .runs import running
 from .sqlite_file import IndexFile, damage_advice, file_bytes
@@ -351,7 +351,7 @@ class SQLiteIndex(SQLiteReading):
             "super_shingles": array_blob(fp.super_shingles, "<u8"),
             "imatch": array_blob(fp.imatch, "<u8"),
             "ksentence": signed(fp.ksentence) if fp.ksentence is not None else None,
-            "run": self._run, "url_key": key,
+            "extra": extra_json(fp.extra), "run": self._run, "url_key": key,
         }  # fmt: skip
         if replace is not None:
             doc_id = replace.id

@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 import xxhash
 
 from ..index import Index
-from ..methods import DECISION_ORDER
+from ..methods import decision_order
 from .clusters import CANONICAL_POLICIES, ClusterSet
 from .progress import Progress
 
@@ -102,7 +102,7 @@ def tally(clusters: ClusterSet) -> Tally:
 
 
 def _methods_sorted(names: Any) -> list[str]:
-    order = DECISION_ORDER
+    order = decision_order()
     return sorted(names, key=lambda n: (order.index(n) if n in order else len(order), n))
 
 

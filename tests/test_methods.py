@@ -1,0 +1,85 @@
+"""The method registry: a new method joins through ``methods.register`` alone.
+
+A toy method (pages whose first twelve words are the same) is registered, and then the
+configuration accepts it, fingerprints carry its signature, every index stores and finds it,
+the Detector ranks it, ``compare`` shows it and the report charts it; no other module changes.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import xxhash
+
+from scrapy_neardup import DedupConfig, compare, fingerprint, methods
+from scrapy_neardup.methods import Method, MethodResult
+from scrapy_neardup.report import write_report
+
+
+def _sign(page, config):
+    return {"extra": {"first_words": xxhash.xxh3_64_intdigest(" ".join(page.tokens[:12]).encode())}}
+
+
+def _result(a, b, config):
+    if "first_words" not in a.extra or "first_words" not in b.extra:
+        return None
+    same = a.extra["first_words"] == b.extra["first_words"]
+    return MethodResult("first_words", float(same), same, "equal" if same else "different", "equal", same)
+
+
+FIRST_WORDS = Method(
+    "first_words", "methods", sign=_sign, result=_result, threshold=lambda config: 1.0,
+    lookup=lambda fp, config: [(fp.extra["first_words"],)] if "first_words" in fp.extra else [], kind=50,
+)  # fmt: skip
+
+OPENING = "the committee met on tuesday to discuss the budget for the coming year and "
+A = OPENING + " ".join(f"alpha{i} beta{i} gamma{i}" for i in range(40))
+B = OPENING + " ".join(f"delta{i} omega{i} sigma{i}" for i in range(40))
+C = " ".join(f"kappa{i} lambda{i} theta{i}" for i in range(45))
+
+
+@pytest.fixture
+def first_words():
+    methods.register(FIRST_WORDS, before="spotsigs")
+    yield DedupConfig(extractor="text", min_tokens=5, methods=("first_words", "spotsigs"))
+    methods.unregister("first_words")
+
+
+def test_a_registered_method_decides_on_every_backend(first_words, open_detector, tmp_path):
+    detector = open_detector(first_words)
+    a = detector.check("http://a.example/1", A)
+    b = detector.check("http://b.example/1", B)
+    c = detector.check("http://c.example/1", C)
+    assert not a.duplicate and not c.duplicate
+    assert b.duplicate and b.duplicate_of == a.doc_id and b.method == "first_words"
+    assert methods.decision_order().index("first_words") < methods.decision_order().index("spotsigs")
+    assert not compare(fingerprint(A, first_words), fingerprint(B, first_words), first_words).results[
+        "spotsigs"
+    ].duplicate  # only the new method pairs them
+
+
+def test_a_registered_method_is_reported(first_words, tmp_path):
+    from scrapy_neardup.detector import Detector
+
+    with Detector.open(tmp_path / "i.db", first_words) as detector:
+        detector.check("http://a.example/1", A)
+        detector.check("http://b.example/1", B)
+    out = write_report(tmp_path / "i.db", tmp_path / "r.json", "json")
+    report = json.loads(out.read_text())
+    members = [m for cluster in report["clusters"] for m in cluster["members"]]
+    assert {m.get("method") for m in members} >= {"first_words"}
+
+
+def test_a_method_name_or_kind_is_taken_once(first_words):
+    with pytest.raises(ValueError, match="taken"):
+        methods.register(FIRST_WORDS)
+    with pytest.raises(ValueError, match="not a registered method"):
+        methods.unregister("spotsigs")
+
+
+def test_an_unregistered_method_is_refused_by_the_settings():
+    from scrapy_neardup.exceptions import ConfigError
+
+    with pytest.raises(ConfigError, match="first_words"):
+        DedupConfig(methods=("first_words",))
