@@ -8,12 +8,16 @@ finds candidates and stores what the Detector decided, inside one transaction a 
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import random
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from .config import DedupConfig
 from .fingerprint import Fingerprint, fingerprint, imatch_with_stats, needed_methods
 from .index import Index, SQLiteIndex, Verdict
-from .index.base import Earlier
+from .index.base import Conflict, Earlier
 from .index.codecs import spots32
 from .methods import decision_order, rank
 from .scope import scope_key, url_key
@@ -100,14 +104,22 @@ class Detector:
         itself, and its record is updated, not repeated. With ``many`` (items: a page may yield
         several under one URL), a changed one is recorded beside the others, not over them.
         """
-        with self.index.transaction():
-            return self._judge(url, fp, scope, source, key, many)
+        return self._atomically(lambda: self._judge(url, fp, scope, source, key, many))
 
     def add(self, url: str, fp: Fingerprint, scope: str = "", source: str | None = None) -> Verdict:
         """Admit a page without checking it (an import of pages known to be distinct)."""
         stored = dataclasses.replace(fp, spots=spots32(fp.spots))
-        with self.index.transaction():
-            return self.index.record(url, stored, scope, None, source)
+        return self._atomically(lambda: self.index.record(url, stored, scope, None, source))
+
+    def _atomically(self, work: Callable[[], Verdict]) -> Verdict:
+        """``work`` in one index transaction, again while another process changed what it read."""
+        for attempt in itertools.count():
+            try:
+                with self.index.transaction():
+                    return work()
+            except Conflict:
+                time.sleep(min(0.05, 0.001 * attempt) * random.random())
+        raise AssertionError("unreachable")
 
     def _judge(
         self, url: str, fp: Fingerprint, scope: str, source: str | None, key: str | None, many: bool

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
+import socket
+import subprocess
+import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -47,17 +52,49 @@ def zh_texts() -> list[str]:
     return [p.read_text(encoding="utf-8") for p in sorted(folder.glob("article-*.txt"))]
 
 
-BACKENDS = ("sqlite", "memory")
+BACKENDS = ("sqlite", "memory", "redis")
 
 
-def make_index(backend: str, config, folder: Path, name: str = "index.db"):
-    """A new index of ``backend`` for ``config`` (a file in ``folder`` where it keeps one)."""
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory) -> str:
+    """A real redis-server on 127.0.0.1 (a free port), started for the test run and stopped after it."""
+    server = shutil.which("redis-server")
+    if server is None:
+        pytest.skip("redis-server is not installed (apt-get install redis-server; .ci/run installs it)")
+    folder = tmp_path_factory.mktemp("redis")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    options = ["--port", str(port), "--bind", "127.0.0.1", "--dir", str(folder), "--save", ""]
+    process = subprocess.Popen([server, *options], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"redis://127.0.0.1:{port}/0"
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                break
+        except OSError:
+            if time.monotonic() > deadline or process.poll() is not None:
+                process.kill()
+                pytest.fail(f"redis-server did not start on port {port}")
+            time.sleep(0.05)
+    yield url
+    process.terminate()
+    process.wait(10)
+
+
+def make_index(backend: str, config, folder: Path, name: str = "index.db", redis_url: str | None = None):
+    """A new index of ``backend`` for ``config`` (a file in ``folder``, or a fresh Redis prefix)."""
     from scrapy_neardup.index import MemoryIndex, SQLiteIndex
 
     if backend == "sqlite":
         return SQLiteIndex(folder / name, config)
     if backend == "memory":
         return MemoryIndex(config)
+    if backend == "redis":
+        from scrapy_neardup.index.redis import RedisIndex
+
+        return RedisIndex(redis_url, config, prefix=f"test:{uuid.uuid4().hex}")
     raise ValueError(backend)
 
 
@@ -67,14 +104,17 @@ def open_detector(request, tmp_path):
     from scrapy_neardup.detector import Detector
 
     made = []
+    url = request.getfixturevalue("redis_url") if request.param == "redis" else None
 
     def open_(config, name: str = "index.db"):
-        made.append(Detector(config, make_index(request.param, config, tmp_path, name)))
+        made.append(Detector(config, make_index(request.param, config, tmp_path, name, url)))
         return made[-1]
 
     open_.backend = request.param
     yield open_
     for detector in made:
+        if request.param == "redis":
+            detector.index.remove()
         detector.close()
 
 

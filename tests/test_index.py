@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -179,6 +180,34 @@ def test_memory_index_is_the_pairwise_check(pages, methods, tau, scope):
     assert brute_force(config, distinct) == pairwise(config, distinct)
 
 
+@settings(max_examples=20, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    corpora(),
+    st.sampled_from([("spotsigs",), ("exact", "spotsigs", "simhash"), METHODS, ("minhash", "shingles")]),
+    st.sampled_from([0.3, 0.5, 0.9]),
+    st.sampled_from(["global", "host"]),
+    st.sampled_from([150, 8]),
+)
+def test_redis_index_finds_exactly_what_brute_force_finds(
+    redis_url, monkeypatch, pages, methods, tau, scope, large
+):
+    from scrapy_neardup.index.redis import RedisIndex
+
+    config = DedupConfig(
+        extractor="text", min_tokens=5, methods=methods, spotsigs_threshold=tau, scope=scope,
+        minhash_threshold=tau, simhash_distance=6,
+    )  # fmt: skip
+    with monkeypatch.context() as patch:
+        patch.setattr(spot_search, "LARGE_PAGE_SPOTS", large)
+        index = RedisIndex(redis_url, config, prefix=f"prop:{uuid.uuid4().hex}")
+        try:
+            with Detector(config, index) as detector:
+                found = [(v.duplicate, v.duplicate_of) for v in (detector.check(u, t) for u, t in pages)]
+        finally:
+            index.remove()
+    assert found == brute_force(config, pages)
+
+
 def test_real_pages_index_equals_brute_force(tmp_path, aeb_pages):
     config = DedupConfig(methods=METHODS, extractor="plain", spotsigs_threshold=0.4)
     rng = random.Random(11)
@@ -253,6 +282,26 @@ def test_frozen_rarest_first_order_stays_exact(tmp_path, aeb_pages, monkeypatch,
     with Detector.open(tmp_path / "frozen.db", config) as detector:
         verdict = detector.judge("http://late.example/", fingerprint(pages[1][1], config))
         assert verdict.duplicate and detector.index.spots.classes is not None
+
+
+@pytest.mark.parametrize("bucket_bits", [20, 4])
+def test_redis_frozen_order_stays_exact(redis_url, aeb_pages, monkeypatch, bucket_bits):
+    """Redis freezes the spot order in a transaction of its own, re-posting the admitted pages."""
+    from scrapy_neardup.index import redis as redis_index
+
+    monkeypatch.setattr(redis_index, "FREEZE_AT", 40)
+    monkeypatch.setattr(spot_search, "RARE_BUCKET_BITS", bucket_bits)
+    pages = edited_corpus(aeb_pages, 60, copies=30, every=15, seed=4)
+    config = DedupConfig(methods=("exact", "spotsigs", "simhash"), extractor="text", spotsigs_threshold=0.45)
+    index = redis_index.RedisIndex(redis_url, config, prefix=f"frozen:{uuid.uuid4().hex}")
+    try:
+        with Detector(config, index) as detector:
+            found = [(v.duplicate, v.duplicate_of) for v in (detector.check(u, t) for u, t in pages)]
+            assert index.classes is not None and index.r.hget(index.k("meta"), "spot_order") == b"classes"
+    finally:
+        index.remove()
+    assert found == brute_force(config, pages)
+    assert sum(dup for dup, _ in found) >= 20
 
 
 def test_pages_added_unchecked_to_a_frozen_file_are_found(tmp_path, aeb_pages, monkeypatch):
@@ -644,8 +693,7 @@ def test_simhash_blocks_are_probed_only_where_the_spot_search_can_miss_a_simhash
         methods = {r["method"] for r in index.documents() if r["duplicate_of"]}
         fp, scope = fingerprint(pages[0][1], config), index._scope_id("")
         blocks = {
-            lookup_keys.key(SIMHASH.kind, scope, table, bits)
-            for table, bits in simhash_keys(fp.simhash, 6)
+            lookup_keys.key(SIMHASH.kind, scope, table, bits) for table, bits in simhash_keys(fp.simhash, 6)
         }
         posted = lookup_keys.lookup_keys(fp, scope, config, simhash=index.file.stores_simhash, raw=True)
         probed = lookup_keys.lookup_keys(fp, scope, config, simhash=index._probe_simhash)

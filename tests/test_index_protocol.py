@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import BACKENDS, make_index
 
 from scrapy_neardup import DedupConfig, fingerprint
 from scrapy_neardup.detector import Detector
-from scrapy_neardup.index import MemoryIndex, SQLiteIndex
 
 CONFIG = DedupConfig(extractor="text", min_tokens=5)
 STORY = " ".join(f"the river survey counted {n} herons near the old mill this spring" for n in range(8))
@@ -37,8 +37,10 @@ def test_a_page_that_fails_inside_its_transaction_leaves_nothing(open_detector):
     assert detector.index.stats() | {"bytes": 0} == {
         "documents": 1, "unique": 1, "duplicates": 0, "skipped": 0, "bytes": 0,
     }  # fmt: skip
-    again = detector.check("http://b.example/2", OTHER)  # the rolled-back page's id is free again
-    assert not again.duplicate and again.doc_id == first.doc_id + 1
+    again = detector.check("http://b.example/2", OTHER)
+    assert not again.duplicate and again.doc_id > first.doc_id
+    if open_detector.backend != "redis":  # Redis takes an id before EXEC: a rolled-back page leaves a gap
+        assert again.doc_id == first.doc_id + 1
 
 
 def test_a_batch_keeps_its_good_pages_and_drops_a_failed_one(open_detector):
@@ -54,6 +56,8 @@ def test_a_batch_keeps_its_good_pages_and_drops_a_failed_one(open_detector):
 
 
 def test_a_failed_batch_leaves_nothing(open_detector):
+    if open_detector.backend == "redis":
+        pytest.skip("in Redis each page of a batch is its own transaction: a batch is no unit")
     detector = open_detector(CONFIG)
     detector.check("http://a.example/0", OTHER)
     with pytest.raises(Boom), detector.index.batch():
@@ -134,8 +138,8 @@ def test_scopes_keep_pages_apart(open_detector):
     assert detector.check("http://a.example/2", STORY + " more").duplicate
 
 
-def test_sqlite_and_memory_record_the_same_pages(tmp_path, aeb_pages):
-    """Real pages with copies and revisits through both backends: the same verdicts and records."""
+def test_every_backend_records_the_same_pages(tmp_path, aeb_pages, redis_url):
+    """Real pages with copies and revisits through each backend: the same verdicts and records."""
     bodies = list(aeb_pages.values())[:12]
     pages = [(f"http://a.example/{i}", b) for i, b in enumerate(bodies)]
     pages += [
@@ -145,12 +149,14 @@ def test_sqlite_and_memory_record_the_same_pages(tmp_path, aeb_pages):
     pages += pages[:3] + [(f"http://a.example/{i}", bodies[i + 1]) for i in range(3)]  # revisits, changed
     config = DedupConfig()
     results = []
-    for index in (SQLiteIndex(tmp_path / "i.db", config), MemoryIndex(config)):
-        with Detector(config, index) as detector:
+    for backend in BACKENDS:
+        with Detector(config, make_index(backend, config, tmp_path, redis_url=redis_url)) as detector:
             verdicts = [detector.check(url, body) for url, body in pages]
-            records = [{k: v for k, v in r.items() if k != "seen_at"} for r in index.documents()]
+            records = [{k: v for k, v in r.items() if k != "seen_at"} for r in detector.index.documents()]
             results.append(([v.as_dict() for v in verdicts], records))
-    assert results[0] == results[1]
+            if backend == "redis":
+                detector.index.remove()
+    assert results[0] == results[1] == results[2]
     assert sum(v["duplicate"] for v in results[0][0]) >= 6
 
 

@@ -46,6 +46,14 @@ class Verdict:
         }  # fmt: skip
 
 
+class Conflict(Exception):
+    """Another process changed what a transaction read: the Detector judges the page again.
+
+    Backends with optimistic transactions (Redis) raise it when the transaction ends; SQLite
+    locks instead and never does.
+    """
+
+
 # A match found for a new page: (document id, similarity, method).
 Match = tuple[int, "float | None", "str | None"]
 

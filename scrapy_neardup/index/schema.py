@@ -95,14 +95,18 @@ def create(db: sqlite3.Connection, config: DedupConfig, simhash_keys: bool) -> N
         if statement.strip():
             db.execute(statement)
     db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-    rows = [
-        ("application", APPLICATION), ("created_at", str(time.time())), ("config", shaping(config)),
-        ("spot_overlap", str(spot_search.SPOT_OVERLAP)),
+    db.executemany("INSERT OR IGNORE INTO meta VALUES (?, ?)", meta_rows(config, simhash_keys))
+
+
+def meta_rows(config: DedupConfig, simhash_keys: bool) -> list[tuple[str, str]]:
+    """What a new index records of how it is built (its ``meta``, in any backend)."""
+    return [
+        ("application", APPLICATION), ("schema", str(SCHEMA_VERSION)), ("created_at", str(time.time())),
+        ("config", shaping(config)), ("spot_overlap", str(spot_search.SPOT_OVERLAP)),
         ("spot_overlap_large", f"{spot_search.LARGE_PAGE_SPOTS} {spot_search.SPOT_OVERLAP_LARGE}"),
         ("spot_bucket_bits", str(spot_search.RARE_BUCKET_BITS)),
         ("simhash_keys", "1" if simhash_keys else "0"),
     ]  # fmt: skip
-    db.executemany("INSERT OR IGNORE INTO meta VALUES (?, ?)", rows)
 
 
 def shaping(config: DedupConfig) -> str:
@@ -153,6 +157,11 @@ def stored_config(path: Path) -> DedupConfig:
         raise IndexFileError(path, f"is not a scrapy-neardup index ({exc})") from None
     if "config" not in meta:
         raise IndexFileError(path, "is not a scrapy-neardup index")
+    return config_from_meta(meta, path)
+
+
+def config_from_meta(meta: dict[str, str], name: object) -> DedupConfig:
+    """The shaping knobs an index's ``meta`` records, as a configuration (the rest default)."""
     try:
         stored = json.loads(meta["config"])
         options = {k: v for k, v in stored.items() if k in SHAPING_KNOBS}
@@ -160,4 +169,4 @@ def stored_config(path: Path) -> DedupConfig:
             options["simhash_confirm"] = max(DedupConfig().simhash_confirm, stored["spotsigs_threshold"])
         return DedupConfig.from_options(options)
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise IndexFileError(path, f"has damaged settings in its meta table ({exc!r})") from None
+        raise IndexFileError(name, f"has damaged settings in its meta ({exc!r})") from None

@@ -114,6 +114,23 @@ def counted(lists: list[tuple], need: int) -> list[int]:
     return np.unique(ids[step:][ids[step:] == ids[: len(ids) - step]]).tolist()
 
 
+def shared(lists: list[tuple], parts: range, needs: list[int]) -> list[int]:
+    """Documents of each of ``parts`` posted at least its ``needs`` times in ``lists``.
+
+    Rows end in a posting list; where partitions ask different counts, a row is (key, list)
+    and its key tells the partition (a document is in one).
+    """
+    if min(needs) == max(needs):
+        return counted(lists, needs[0])
+    part = np.array([SpotKeys.partition(row[0]) for row in lists], dtype=np.int64)
+    need = np.array(needs)[np.clip(part - parts.start, 0, len(needs) - 1)].tolist()
+    return [
+        doc
+        for value in set(needs)
+        for doc in counted([row for row, n in zip(lists, need, strict=True) if n == value], value)
+    ]
+
+
 def batch_jaccard(probe: SpotSet, sets: list[SpotSet]) -> np.ndarray:
     """Multiset Jaccard of ``probe`` with each of ``sets`` in one vectorized pass."""
     if not sets:

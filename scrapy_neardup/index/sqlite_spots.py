@@ -16,7 +16,7 @@ from ..exceptions import IndexFileError
 from ..signatures.spotsigs import SpotSet
 from .codecs import blob_spots
 from .pruning import SpotClasses, Walk, overlap_needed, partition_of, partitions_covering, walk
-from .spot_search import MAX_DOC, SpotKeys, counted
+from .spot_search import MAX_DOC, SpotKeys, shared
 
 # Admitted documents after which spot frequency classes are frozen (a one-off re-posting of them).
 FREEZE_AT = 5000
@@ -158,12 +158,4 @@ class SpotLists:
                 "ON key BETWEEN low AND high",
                 chunk.ravel().tolist(),
             ).fetchall()
-        if uniform:
-            return counted(lists, needs[0])
-        part = np.array([SpotKeys.partition(row[0]) for row in lists], dtype=np.int64)
-        need = np.array(needs)[np.clip(part - parts.start, 0, len(needs) - 1)].tolist()
-        return [
-            doc
-            for value in set(needs)
-            for doc in counted([row for row, n in zip(lists, need, strict=True) if n == value], value)
-        ]
+        return shared(lists, parts, needs)

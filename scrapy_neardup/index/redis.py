@@ -1,0 +1,629 @@
+"""RedisIndex: the index in Redis, so crawlers on many machines dedup against each other.
+
+Storage only, like ``SQLiteIndex``, with the same keys (``lookup_keys``, ``SpotKeys``) and the
+same records, so the Detector gives the same verdicts on either. Every key starts with the
+index's prefix (``<spider>:neardup`` by default, as scrapy-redis names its keys).
+
+**Atomic check-and-add, optimistically.** A check WATCHes each key before it reads it: the
+page's revisit set, each lookup key's set, each spot list it probes, each document it
+compares, and the index's meta; its writes are queued and sent in one MULTI/EXEC at its end.
+If another process changed any watched key in between, EXEC writes nothing and the Detector
+judges the page again (``Conflict``). Two pages that match always meet on a key: the one
+admitted first wrote a key the other reads (its lookup key, or a spot list of its prefix that
+the other's probe reads: the exactness argument of ``pruning``), so the second either reads
+it after the first's EXEC, or its own EXEC fails. A page's writes are one EXEC: all or none.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+import socket
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+import numpy as np
+
+from ..config import DedupConfig
+from ..exceptions import IndexFileError, MissingExtraError
+from ..fingerprint import Fingerprint
+from ..signatures.imatch import CollectionStats
+from ..signatures.spotsigs import SpotSet
+from ..text import storable
+from . import schema
+from .base import Conflict, Earlier, Match, Verdict
+from .bounds import may_match
+from .codecs import array_blob, blob_spots, extra_json, row_fingerprint, signed, spots_blob, unsigned
+from .lookup_keys import lookup_keys, raw_key
+from .pruning import SpotClasses, overlap_needed, partition_of, partitions_covering, walk
+from .records import clean_record
+from .runs import running
+from .spot_search import shared
+
+try:
+    import redis
+except ImportError:  # pragma: no cover - the extra is missing
+    redis = None
+
+logger = logging.getLogger(__name__)
+
+# Admitted pages with spots after which the spot order is frozen (as ``sqlite_spots.FREEZE_AT``).
+FREEZE_AT = 5000
+_SIGNATURES = (
+    b"status", b"scope", b"exact", b"simhash", b"spot_size", b"spots", b"minhash", b"minhash_bands",
+    b"super_shingles", b"imatch", b"ksentence", b"tokens", b"language", b"extra", b"run", b"raw_hash",
+)  # fmt: skip
+# What a byte-identical copy's record takes from its original's.
+_COPIED = (b"title", b"tokens", b"language", b"raw_hash", b"exact", b"simhash", b"spot_size")
+_RECORD = (
+    b"url", b"title", b"scope", b"seen_at", b"status", b"skip_reason", b"tokens", b"language",
+    b"duplicate_of", b"similarity", b"method",
+)  # fmt: skip
+
+
+def safe_url(url: str) -> str:
+    """A Redis URL without its password, for messages."""
+    parts = urlsplit(url)
+    if parts.password:
+        return url.replace(f":{parts.password}@", ":***@", 1)
+    return url
+
+
+class RedisIndex:
+    """Candidate search over admitted pages kept in Redis, with every verdict recorded."""
+
+    def __init__(self, url: str, config: DedupConfig, prefix: str = "neardup", timeout: float = 5.0) -> None:
+        if redis is None:
+            raise MissingExtraError(
+                "the Redis index needs the redis package: pip install 'scrapy-neardup[redis]'"
+            )
+        self.url, self.prefix, self.config = url, prefix, config
+        self.path = f"{safe_url(url)} {prefix}"  # what messages name
+        self._probe_simhash = not config.simhash_within_spotsigs
+        self._scope_ids: dict[str, int] = {}
+        self._run: int | None = None
+        self._unclean: frozenset[int] = frozenset()
+        self.classes: SpotClasses | None = None
+        self._watching: Any = None  # the transaction's pipeline, WATCHing what it reads
+        self._writes: list[Callable[[Any], None]] = []
+        try:
+            self.r = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+            self.r.ping()
+            self._open()
+        except redis.RedisError as exc:
+            raise IndexFileError(
+                self.path, f"cannot be reached ({exc}); is redis-server running there?"
+            ) from None
+        except ValueError as exc:  # a malformed URL
+            raise IndexFileError(self.path, f"is not a Redis URL ({exc})") from None
+
+    @classmethod
+    def open_existing(cls, url: str, prefix: str = "neardup") -> RedisIndex:
+        """Open an index with the settings it was built with (for reports and exports)."""
+        probe = cls.__new__(cls)
+        probe.prefix = prefix
+        r = redis.Redis.from_url(url)
+        try:
+            meta = {k.decode(): v.decode() for k, v in r.hgetall(probe.k("meta")).items()}
+        except redis.RedisError as exc:
+            raise IndexFileError(f"{safe_url(url)} {prefix}", f"cannot be reached ({exc})") from None
+        finally:
+            r.close()
+        if "config" not in meta:
+            raise IndexFileError(f"{safe_url(url)} {prefix}", "holds no scrapy-neardup index")
+        return cls(url, schema.config_from_meta(meta, f"{safe_url(url)} {prefix}"), prefix)
+
+    def k(self, *parts: object) -> bytes:
+        """A key of this index."""
+        return ":".join([self.prefix, *map(str, parts)]).encode("utf-8", "surrogatepass")
+
+    def _open(self) -> None:
+        meta_key = self.k("meta")
+        with self.r.pipeline() as pipe:
+            try:
+                pipe.watch(meta_key)
+                if not pipe.exists(meta_key):
+                    pipe.multi()
+                    pipe.hset(meta_key, mapping=dict(schema.meta_rows(self.config, self._probe_simhash)))
+                    pipe.execute()
+            except redis.WatchError:
+                pass  # another process created it meanwhile
+        meta = {k.decode(): v.decode() for k, v in self.r.hgetall(meta_key).items()}
+        if meta.get("schema") != str(schema.SCHEMA_VERSION):
+            raise IndexFileError(self.path, f"has schema version {meta.get('schema')}; this release reads 1")
+        try:
+            self.keys, self.stores_simhash = schema.spot_keys(meta, self.config, self.path)
+        except (KeyError, ValueError, TypeError, IndexError) as exc:
+            raise IndexFileError(self.path, f"has damaged settings in its meta ({exc!r})") from None
+        if self._probe_simhash and not self.stores_simhash and "simhash" in self.config.methods:
+            raise IndexFileError(
+                self.path,
+                "has no SimHash lookup keys, which this NEARDUP_SIMHASH_CONFIRM needs; use a new prefix",
+            )
+
+    # --- transactions ---------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Reads WATCHed as they are made, writes queued and sent in one MULTI/EXEC at the end."""
+        self._freeze_if_due()
+        with self.r.pipeline(transaction=True) as pipe:
+            self._watching, self._writes = pipe, []
+            try:
+                pipe.watch(self.k("meta"))  # a freeze of the spot order changes it
+                self._load_order()
+                yield
+                pipe.multi()
+                for write in self._writes:
+                    write(pipe)
+                pipe.execute()
+            except redis.WatchError:
+                raise Conflict(self.path) from None
+            finally:
+                self._watching, self._writes = None, []
+
+    def batch(self) -> contextlib.AbstractContextManager[Any]:
+        """Each page is its own transaction in Redis (a scan's batch is no larger unit here)."""
+        return contextlib.nullcontext(self)
+
+    def _read(self, keys: list[bytes], fetch: Callable[[Any, bytes], Any]) -> list[Any]:
+        """WATCH ``keys`` (inside a transaction), then read them in one round trip."""
+        if not keys:
+            return []
+        if self._watching is not None:
+            self._watching.watch(*keys)
+        pipe = self.r.pipeline(transaction=False)
+        for key in keys:
+            fetch(pipe, key)
+        return pipe.execute()
+
+    def _write(self, work: Callable[[Any], None]) -> None:
+        if self._watching is None:  # outside a transaction: a write of its own
+            with self.r.pipeline(transaction=True) as pipe:
+                work(pipe)
+                pipe.execute()
+        else:
+            self._writes.append(work)
+
+    # --- the spot order ---------------------------------------------------------------------
+
+    def _load_order(self) -> None:
+        if self.classes is None and self.r.hget(self.k("meta"), "spot_order"):
+            rows = self.r.hgetall(self.k("classes"))
+            spots = np.array([int(s) for s in rows], dtype=np.int64).astype(np.uint64)
+            classes = np.array([int(c) for c in rows.values()], dtype=np.int64)
+            order = np.argsort(spots)
+            self.classes = SpotClasses(spots[order], classes[order])
+
+    def _freeze_if_due(self) -> None:
+        """Freeze the spot order once enough pages are admitted: its own transaction, before a page's."""
+        if "spotsigs" not in self.config.methods or self.classes is not None:
+            return
+        if self.r.hget(self.k("meta"), "spot_order") or self.r.scard(self.k("spotted")) < FREEZE_AT:
+            return
+        with self.r.pipeline(transaction=True) as pipe:
+            try:
+                pipe.watch(self.k("meta"), self.k("spotted"))
+                if pipe.hget(self.k("meta"), "spot_order"):
+                    return
+                ids = sorted(int(i) for i in pipe.smembers(self.k("spotted")))
+                rows = self._hmget([self.k("doc", i) for i in ids], (b"scope", b"spots"))
+                sets = [(i, int(row[0]), blob_spots(row[1])) for i, row in zip(ids, rows, strict=True)]
+                spots, df = np.unique(np.concatenate([s.hashes for _, _, s in sets]), return_counts=True)
+                classes = SpotClasses.from_frequencies(spots, df)
+                old = list(self.r.scan_iter(match=self.k("sl", "*"), count=1000))
+                pipe.multi()
+                for start in range(0, len(old), 1000):
+                    pipe.unlink(*old[start : start + 1000])
+                pipe.hset(
+                    self.k("classes"),
+                    mapping=dict(zip(classes.spots.tolist(), classes.classes.tolist(), strict=True)),
+                )
+                pipe.hset(self.k("meta"), "spot_order", "classes")
+                for doc, scope, spot_set in sets:
+                    if spot_set.size >= self.config.spotsigs_least_spots:
+                        for key in self.keys.posting_keys(walk(spot_set, classes), scope, classes):
+                            pipe.append(self.k("sl", key), doc.to_bytes(4, "little"))
+                pipe.execute()
+            except redis.WatchError:
+                return  # another process froze it or admitted a page: the next check looks again
+
+    # --- crawl runs -------------------------------------------------------------------------
+
+    def begin_run(self, action: str) -> None:
+        run = self.r.incr(self.k("run_next"))
+        runs = [int(i) for i in self.r.smembers(self.k("runs"))]
+        owners = self._hmget([self.k("run", i) for i in runs], (b"started_at", b"ended_at", b"host", b"pid"))
+        unclean = [
+            i for i, (started, ended, host, pid) in zip(runs, owners, strict=True)
+            if started and not ended and not running(float(started), _text(host), _int(pid))
+        ]  # fmt: skip
+        info = {"started_at": time.time(), "action": action, "host": socket.gethostname(), "pid": os.getpid()}
+        self.r.hset(self.k("run", run), mapping=info)
+        self.r.sadd(self.k("runs"), run)
+        self._run, self._unclean = run, frozenset(unclean)
+
+    def end_run(self) -> None:
+        if self._run is not None:
+            run, self._run = self._run, None
+            self.r.hset(self.k("run", run), "ended_at", time.time())
+
+    def last_action(self) -> str | None:
+        runs = [int(i) for i in self.r.smembers(self.k("runs"))]
+        action = self.r.hget(self.k("run", max(runs)), "action") if runs else None
+        return action.decode() if action else None
+
+    @property
+    def interrupted_runs(self) -> bool:
+        return bool(self._unclean)
+
+    def unconfirmed(self, ids: list[int]) -> set[int]:
+        if not self._unclean or not ids:
+            return set()
+        runs = self._read([self.k("doc", i) for i in ids], lambda p, key: p.hget(key, "run"))
+        return {i for i, run in zip(ids, runs, strict=True) if run and int(run) in self._unclean}
+
+    # --- a page's own records -----------------------------------------------------------------
+
+    def source_record(self, source: str) -> tuple[int, str, str | None] | None:
+        doc = self.r.get(self.k("src", storable(source)))
+        if doc is None:
+            return None
+        status, reason = self.r.hmget(self.k("doc", int(doc)), "status", "skip_reason")
+        return int(doc), status.decode(), reason.decode() if reason else None
+
+    def earlier(self, key: str | None, scope: str, many: bool = False) -> Earlier | None:
+        scope_id = self._scope_id(scope, create=False)
+        if key is None or scope_id is None:
+            return None
+        (members,) = self._read([self.k("url", scope_id, storable(key))], lambda p, k: p.smembers(k))
+        ids = sorted((int(i) for i in members), reverse=True)
+        rows = self._read([self.k("doc", i) for i in ids], lambda p, k: p.hmget(k, "status", "exact", "run"))
+        rows = [
+            (i, s.decode(), exact, int(run) if run else None)
+            for i, (s, exact, run) in zip(ids, rows, strict=True)
+        ]
+        if many and self._run is not None:
+            rows = [r for r in rows if r[3] != self._run]
+        if not rows:
+            return None
+        doc, status, exact, _ = next((r for r in rows if r[1] == "unique"), rows[0])
+        admitted = tuple(r[0] for r in rows if r[1] == "unique")
+        exact = int.from_bytes(exact, "big") if exact else None
+        return Earlier(doc, status, exact, frozenset(r[0] for r in rows), admitted)
+
+    def signatures(self, ids: list[int] | tuple[int, ...], scope: str) -> list[tuple[int, Fingerprint]]:
+        scope_id = self._scope_id(scope, create=False)
+        return [(i, self._fingerprint(i, v)) for i, v in self._admitted(sorted(ids), scope_id)]
+
+    def restamp(self, doc_id: int) -> None:
+        run = self._run
+        self._write(lambda pipe: pipe.hset(self.k("doc", doc_id), "run", run if run is not None else ""))
+
+    def url_of(self, doc_id: int) -> str:
+        return self.r.hget(self.k("doc", doc_id), "url").decode("utf-8", "surrogatepass")
+
+    # --- byte-identical copies --------------------------------------------------------------
+
+    def find_raw(self, raw: int, scope: str = "", key: str | None = None) -> int | None:
+        scope_id = self._scope_id(scope, create=False)
+        if scope_id is None or self.earlier(key, scope) is not None:
+            return None
+        ids = sorted(int(i) for i in self.r.smembers(self.k("lk", raw_key(raw, scope_id))))
+        return ids[0] if ids and not self.unconfirmed([ids[0]]) else None
+
+    def record_copy(
+        self,
+        url: str,
+        raw: int,
+        original: int,
+        scope: str = "",
+        source: str | None = None,
+        key: str | None = None,
+    ) -> Verdict:
+        first = self.r.hgetall(self.k("doc", original))
+        scope_id = self._scope_id(scope)
+        doc_id = int(self.r.incr(self.k("next")))
+        row = {
+            b"url": storable(url), b"source": storable(source) if source else None, b"scope": scope_id,
+            b"seen_at": time.time(), b"status": "duplicate", b"duplicate_of": original, b"similarity": 1.0,
+            b"method": "exact", b"run": self._run, b"url_key": key,
+            **{f: first.get(f) for f in _COPIED},
+        }  # fmt: skip
+        self._write(lambda pipe: self._store(pipe, doc_id, row, None, scope_id, key, source, url))
+        dup_url = first[b"url"].decode("utf-8", "surrogatepass")
+        return Verdict(
+            url, doc_id, True, duplicate_of=original, duplicate_of_url=dup_url, similarity=1.0, method="exact"
+        )
+
+    # --- I-Match statistics and candidates ---------------------------------------------------
+
+    def term_stats(self, terms: tuple[str, ...]) -> CollectionStats:
+        docs_key, df_key = self.k("imatch_docs"), self.k("df")
+        if self._watching is not None:
+            self._watching.watch(docs_key, df_key)
+        docs = self.r.get(docs_key)
+        counts = self.r.hmget(df_key, list(terms)) if terms else []
+        return CollectionStats(int(docs or 0), {t: int(n) for t, n in zip(terms, counts, strict=True) if n})
+
+    def candidates(self, probe: Fingerprint, scope: str) -> Iterator[tuple[int, Fingerprint]]:
+        scope_id = self._scope_id(scope, create=False)
+        if scope_id is None:
+            return
+        keys = [
+            self.k("lk", k) for k in lookup_keys(probe, scope_id, self.config, simhash=self._probe_simhash)
+        ]
+        spot_keys, parts, needs = self._probe_keys(probe.spots, scope_id)
+        lists = [self.k("sl", key) for key in spot_keys]
+        if self._watching is not None and (keys or lists):
+            self._watching.watch(*keys, *lists)
+        pipe = self.r.pipeline(transaction=False)
+        for key in keys:
+            pipe.smembers(key)
+        for start in range(0, len(lists), 1000):
+            pipe.mget(lists[start : start + 1000])
+        answers = pipe.execute()
+        found = {int(i) for members in answers[: len(keys)] for i in members}
+        blobs = [blob for chunk in answers[len(keys) :] for blob in chunk]
+        if lists:
+            rows = [(key, blob) for key, blob in zip(spot_keys, blobs, strict=True) if blob]
+            found.update(shared(rows, parts, needs))
+        rows = self._admitted(sorted(found), scope_id)
+        bounds = [(i, v[b"exact"], _int(v[b"simhash"]), _int(v[b"spot_size"]), v[b"spots"]) for i, v in rows]
+        survivors = {row[0] for row in may_match(probe, bounds, self.config)}
+        yield from ((i, self._fingerprint(i, v)) for i, v in rows if i in survivors)
+
+    def _probe_keys(self, spots: SpotSet, scope_id: int) -> tuple[list[int], range, list[int]]:
+        """The spot list keys a probe reads (each spot's range of partitions, key by key)."""
+        if "spotsigs" not in self.config.methods or spots.size < self.config.spotsigs_least_spots:
+            return [], range(0), []
+        order, tau = walk(spots, self.classes), self.config.spotsigs_threshold
+        parts = partitions_covering(spots.size, tau)
+        own = self.keys.overlap_in(partition_of(spots.size, tau))
+        asked = [min(own, self.keys.overlap_in(p)) for p in parts]
+        needed = {k: overlap_needed(order, tau, k) for k in set(asked)}
+        needs = [needed[k] for k in asked]
+        ranges = self.keys.probe_ranges(order, scope_id, parts, needs, self.classes)
+        return [key for low, high in ranges.tolist() for key in range(low, high + 1)], parts, needs
+
+    def _rows(self, ids: list[int]) -> list[tuple[int, dict[bytes, Any]]]:
+        """The stored fields of these documents (``_SIGNATURES``), WATCHed, in id order."""
+        rows = self._read([self.k("doc", i) for i in ids], lambda p, k: p.hmget(k, *_SIGNATURES))
+        return [
+            (i, dict(zip(_SIGNATURES, row, strict=True))) for i, row in zip(ids, rows, strict=True) if row[0]
+        ]
+
+    @staticmethod
+    def _fingerprint(doc: int, values: dict[bytes, Any]) -> Fingerprint:
+        fp = row_fingerprint((
+            doc, values[b"exact"], _int(values[b"simhash"]), _int(values[b"spot_size"]), values[b"spots"],
+            values[b"minhash"], values[b"minhash_bands"], values[b"super_shingles"], values[b"imatch"],
+            _int(values[b"ksentence"]), _int(values[b"tokens"]) or 0, _text(values[b"language"]),
+            _text(values[b"extra"]),
+        ))  # fmt: skip
+        raw = _int(values[b"raw_hash"])
+        return dataclasses.replace(fp, raw_hash=unsigned(raw) << 64) if raw is not None else fp
+
+    def _admitted(self, ids: list[int], scope_id: int | None) -> list[tuple[int, dict[bytes, Any]]]:
+        return [
+            (i, v) for i, v in self._rows(ids) if v[b"status"] == b"unique" and _int(v[b"scope"]) == scope_id
+        ]
+
+    # --- storage --------------------------------------------------------------------------
+
+    def _scope_id(self, name: str, create: bool = True) -> int | None:
+        if name not in self._scope_ids:
+            value = self.r.hget(self.k("scopes"), storable(name))
+            if value is None and not create:
+                return None
+            if value is None:
+                self.r.hsetnx(self.k("scopes"), storable(name), self.r.incr(self.k("scope_next")))
+                value = self.r.hget(self.k("scopes"), storable(name))
+            self._scope_ids[name] = int(value)
+        return self._scope_ids[name]
+
+    def record(
+        self,
+        url: str,
+        fp: Fingerprint,
+        scope: str,
+        match: Match | None = None,
+        source: str | None = None,
+        key: str | None = None,
+        replace: Earlier | None = None,
+    ) -> Verdict:
+        scope_id = self._scope_id(scope)
+        status = "skipped" if not fp.judged else ("duplicate" if match else "unique")
+        spots = fp.spots
+        row = {
+            b"url": storable(url), b"title": storable(fp.title) or None,
+            b"source": storable(source) if source else None, b"scope": scope_id, b"seen_at": time.time(),
+            b"status": status, b"skip_reason": fp.skip_reason, b"tokens": fp.token_count,
+            b"language": fp.language,
+            b"duplicate_of": match[0] if match else None, b"similarity": match[1] if match else None,
+            b"method": match[2] if match else None,
+            b"raw_hash": signed(fp.raw_hash >> 64) if fp.raw_hash is not None else None,
+            b"exact": fp.exact.to_bytes(16, "big") if fp.exact is not None else None,
+            b"simhash": signed(fp.simhash) if fp.simhash is not None else None,
+            b"spot_size": spots.size if fp.judged else None,
+            b"spots": spots_blob(spots) if status == "unique" and len(spots) else None,
+            b"minhash": array_blob(fp.minhash, "<u4"), b"minhash_bands": array_blob(fp.minhash_bands, "<u8"),
+            b"super_shingles": array_blob(fp.super_shingles, "<u8"), b"imatch": array_blob(fp.imatch, "<u8"),
+            b"ksentence": signed(fp.ksentence) if fp.ksentence is not None else None,
+            b"extra": extra_json(fp.extra), b"run": self._run, b"url_key": key,
+        }  # fmt: skip
+        old = self._rows([replace.id]) if replace is not None else []
+        doc_id = replace.id if replace is not None else int(self.r.incr(self.k("next")))
+        posting = []
+        if status == "unique":
+            posting = [
+                self.k("lk", k)
+                for k in lookup_keys(fp, scope_id, self.config, simhash=self.stores_simhash, raw=True)
+            ]
+        spot_keys = []
+        if (
+            status == "unique"
+            and spots.size >= self.config.spotsigs_least_spots
+            and "spotsigs" in self.config.methods
+        ):
+            spot_keys = [
+                self.k("sl", k)
+                for k in self.keys.posting_keys(walk(spots, self.classes), scope_id, self.classes)
+            ]
+        text = None
+        if self.config.keep_text and fp.text:
+            text = zlib.compress(storable(fp.text[: self.config.keep_text]).encode("utf-8"), 6)
+        terms = fp.terms if status == "unique" and "imatch" in self.config.methods else ()
+
+        def write(pipe: Any) -> None:
+            self._store(pipe, doc_id, row, old[0] if old else None, scope_id, key, source, url)
+            for lk in posting:
+                pipe.sadd(lk, doc_id)
+            for sl in spot_keys:
+                pipe.append(sl, doc_id.to_bytes(4, "little"))
+            if spot_keys:
+                pipe.sadd(self.k("spotted"), doc_id)
+            if terms:
+                for term in terms:
+                    pipe.hincrby(self.k("df"), term, 1)
+                pipe.incr(self.k("imatch_docs"))
+            if text is not None:
+                pipe.set(self.k("text", doc_id), text)
+            else:
+                pipe.delete(self.k("text", doc_id))
+
+        self._write(write)
+        dup_url = self.url_of(match[0]) if match else None
+        return Verdict(
+            url=url, doc_id=doc_id, duplicate=bool(match), skip_reason=fp.skip_reason,
+            duplicate_of=match[0] if match else None, duplicate_of_url=dup_url,
+            similarity=match[1] if match else None, method=match[2] if match else None,
+        )  # fmt: skip
+
+    def _store(
+        self, pipe: Any, doc_id: int, row: dict, old: tuple | None, scope_id: int, key, source, url
+    ) -> None:
+        """Queue a record's own keys: its hash, its place in the listings and counts, and, for a
+        revisit, the removal of its old content's lookup keys (its stale spot postings stay: they
+        only add candidates, which are verified against the stored spots)."""
+        doc = self.k("doc", doc_id)
+        if old is not None:
+            old_id, values = old
+            old_status = values[b"status"].decode()
+            pipe.hincrby(self.k("counts"), old_status, -1)
+            if old_status == "unique":
+                old_fp = self._fingerprint(old_id, values)
+                for lk in lookup_keys(old_fp, scope_id, self.config, simhash=self.stores_simhash, raw=True):
+                    pipe.srem(self.k("lk", lk), doc_id)
+                pipe.srem(self.k("spotted"), doc_id)
+            row = {f: v for f, v in row.items() if f != b"seen_at"}
+        present = {f: v for f, v in row.items() if v is not None}
+        pipe.hset(doc, mapping=present)
+        gone = [f for f, v in row.items() if v is None]
+        if gone:
+            pipe.hdel(doc, *gone)
+        pipe.zadd(self.k("ids"), {doc_id: doc_id})
+        pipe.hincrby(self.k("counts"), row[b"status"], 1)
+        if row[b"status"] == "duplicate":
+            pipe.sadd(self.k("dups"), doc_id)
+        else:
+            pipe.srem(self.k("dups"), doc_id)
+        if key is not None:
+            pipe.sadd(self.k("url", scope_id, storable(key)), doc_id)
+        if source:
+            pipe.set(self.k("src", storable(source)), doc_id, nx=True)
+        pipe.hsetnx(self.k("urls"), storable(url), doc_id)
+
+    # --- reading --------------------------------------------------------------------------
+
+    def _hmget(self, keys: list[bytes], fields: tuple[bytes, ...]) -> list[list[Any]]:
+        pipe = self.r.pipeline(transaction=False)
+        for key in keys:
+            pipe.hmget(key, *fields)
+        return pipe.execute() if keys else []
+
+    def _records(self, ids: list[int]) -> Iterator[dict]:
+        scopes = {int(v): k.decode() for k, v in self.r.hgetall(self.k("scopes")).items()}
+        for start in range(0, len(ids), 1000):
+            chunk = ids[start : start + 1000]
+            for doc, row in zip(chunk, self._hmget([self.k("doc", i) for i in chunk], _RECORD), strict=True):
+                if row[4] is None:
+                    continue
+                record = {"id": doc, **{f.decode(): _value(v) for f, v in zip(_RECORD, row, strict=True)}}
+                record["scope"] = scopes.get(_int(row[2]), "")
+                for name in ("seen_at", "similarity"):
+                    record[name] = float(record[name]) if record[name] is not None else None
+                for name in ("tokens", "duplicate_of"):
+                    record[name] = int(record[name]) if record[name] is not None else None
+                yield clean_record(record)
+
+    def get(self, doc_id: int) -> dict | None:
+        return next(self._records([doc_id]), None)
+
+    def text(self, doc_id: int) -> str | None:
+        blob = self.r.get(self.k("text", doc_id))
+        try:
+            return zlib.decompress(blob).decode("utf-8", errors="replace") if blob else None
+        except zlib.error:
+            logger.warning("%s: the stored text of document %d is damaged; left out", self.path, doc_id)
+            return None
+
+    def documents(self) -> Iterator[dict]:
+        return self._records([int(i) for i in self.r.zrange(self.k("ids"), 0, -1)])
+
+    def duplicate_edges(self) -> Iterator[tuple[int, int, float | None, str | None]]:
+        ids = sorted(int(i) for i in self.r.smembers(self.k("dups")))
+        for start in range(0, len(ids), 1000):
+            chunk = ids[start : start + 1000]
+            rows = self._hmget([self.k("doc", i) for i in chunk], (b"duplicate_of", b"similarity", b"method"))
+            for doc, (of, sim, method) in zip(chunk, rows, strict=True):
+                if of is not None:
+                    yield doc, int(of), float(sim) if sim else None, method.decode() if method else None
+
+    def contains_url(self, url: str) -> bool:
+        return bool(self.r.hexists(self.k("urls"), storable(url)))
+
+    def contains_source(self, source: str) -> bool:
+        return bool(self.r.exists(self.k("src", storable(source))))
+
+    def stats(self) -> dict[str, int]:
+        counts = {k.decode(): int(v) for k, v in self.r.hgetall(self.k("counts")).items()}
+        return {
+            "documents": sum(counts.values()), "unique": counts.get("unique", 0),
+            "duplicates": counts.get("duplicate", 0), "skipped": counts.get("skipped", 0),
+            "bytes": int(self.r.info("memory").get("used_memory", 0)),
+        }  # fmt: skip
+
+    def remove(self) -> int:
+        """Delete every key of this index (NEARDUP_RESET); the number deleted."""
+        keys = list(self.r.scan_iter(match=self.k("*"), count=1000))
+        for start in range(0, len(keys), 1000):
+            self.r.unlink(*keys[start : start + 1000])
+        return len(keys)
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.r.close()
+
+    def __enter__(self) -> RedisIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _int(value: bytes | None) -> int | None:
+    return int(value) if value not in (None, b"") else None
+
+
+def _text(value: bytes | None) -> str | None:
+    return value.decode("utf-8", "surrogatepass") if value is not None else None
+
+
+def _value(value: bytes | None) -> str | None:
+    return value.decode("utf-8", "surrogatepass") if value not in (None, b"") else None
