@@ -16,7 +16,9 @@ from .config import MAX_WORKERS
 from .exceptions import ConfigError, NearDupError
 
 ACTIONS = ("drop", "tag")
-BACKENDS = ("sqlite",)
+BACKENDS = ("sqlite", "redis")
+# The Redis index's key prefix: a crawl's own, as scrapy-redis names its keys (``%(spider)s:dupefilter``).
+REDIS_KEY = "%(spider)s:neardup"
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,8 @@ class CrawlSettings:
     log_extractors: bool = False
     page_timeout: float = 60.0
     drop_above: float | None = None
+    redis_url: str = "redis://127.0.0.1:6379"
+    redis_key: str = "default:neardup"
 
     @classmethod
     def from_settings(cls, settings: BaseSettings, spider_name: str) -> CrawlSettings:
@@ -51,6 +55,7 @@ class CrawlSettings:
             drop_above = _number(settings, "NEARDUP_DROP_ABOVE", None, float, 0.0, 1.0)
         report = _path(settings, "NEARDUP_REPORT")
         db = default_db_path(settings, spider_name)
+        redis_url, redis_key = _redis(settings, spider_name)
         if report is not None:
             from .report import check_report_path
 
@@ -75,6 +80,8 @@ class CrawlSettings:
             action=action,
             db=db,
             backend=backend,
+            redis_url=redis_url,
+            redis_key=redis_key,
             workers=workers,
             page_timeout=page_timeout,
             drop_above=drop_above,
@@ -86,6 +93,18 @@ class CrawlSettings:
             canonical=canonical,
             **flags,
         )
+
+
+def _redis(settings: BaseSettings, spider_name: str) -> tuple[str, str]:
+    """NEARDUP_REDIS_URL (else scrapy-redis's REDIS_URL) and the key prefix for this spider."""
+    url = _text(settings, "NEARDUP_REDIS_URL", settings.get("REDIS_URL") or "redis://127.0.0.1:6379")
+    if not url.startswith(("redis://", "rediss://", "unix://")):
+        raise ConfigError("NEARDUP_REDIS_URL", f"expected redis://host:port/db or unix://, got {url!r}")
+    pattern = _text(settings, "NEARDUP_REDIS_KEY", REDIS_KEY)
+    try:
+        return url, pattern % {"spider": spider_name}
+    except (KeyError, ValueError, TypeError) as exc:
+        raise ConfigError("NEARDUP_REDIS_KEY", f"may use %(spider)s only, got {pattern!r} ({exc})") from None
 
 
 def _number(settings: BaseSettings, name: str, default: Any, kind: type, low: Any, high: Any) -> Any:

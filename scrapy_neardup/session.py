@@ -75,8 +75,6 @@ class CrawlSession:
         if not settings.reset and spider is not None:  # ``-a neardup_reset=1``, as deltafetch's
             reset = getattr(spider, "neardup_reset", False)
             settings = dataclasses.replace(settings, reset=str(reset).lower() in ("1", "true", "yes"))
-        if settings.reset:
-            remove_index(settings.db)
         if not settings.log_extractors:
             for name in EXTRACTOR_LOGGERS:
                 logging.getLogger(name).setLevel(logging.WARNING)
@@ -91,7 +89,7 @@ class CrawlSession:
         )  # fmt: skip
         logger.info(
             "scrapy-neardup: %s near-duplicates by %s; index %s %s%s",
-            settings.action, ", ".join(config.methods), settings.db, earlier,
+            settings.action, ", ".join(config.methods), index.path, earlier,
             " (reset)" if settings.reset else "",
         )  # fmt: skip
         return session
@@ -135,12 +133,14 @@ class CrawlSession:
             logger.debug("scrapy-neardup: could not judge %s (%s); passed on unjudged", url, one_line(kind))
             return
         self._failures.add(kind)
-        storage = isinstance(exc, (sqlite3.Error, OSError))
-        advice = (
-            f"the index {self.settings.db} failed; free disk space or end what holds its lock"
-            if storage
-            else "a bug: please report it with this page"
-        )
+        storage = isinstance(exc, (sqlite3.Error, OSError)) or type(exc).__module__.startswith("redis")
+        where = self.detector.index.path
+        if not storage:
+            advice = "a bug: please report it with this page"
+        elif self.settings.backend == "redis":
+            advice = f"the Redis index {where} failed; pages are judged again once it answers"
+        else:
+            advice = f"the index {where} failed; free disk space or end what holds its lock"
         logger.error(
             "scrapy-neardup: could not judge %s (%s): %s. Pages pass on unjudged meanwhile, counted as "
             "neardup/skipped/error; the same failure is logged again only at DEBUG",
@@ -231,18 +231,23 @@ class CrawlSession:
         try:
             self.detector.index.end_run()
         except Exception:  # the run stays open: its pages count as unconfirmed next time, nothing lost
-            logger.exception("scrapy-neardup: could not close the crawl run in %s", self.settings.db)
+            logger.exception("scrapy-neardup: could not close the crawl run in %s", self.detector.index.path)
+        if self.settings.report is not None and self.settings.backend == "redis":
+            self.write_report()  # from the open index: a Redis index has no file to read later
         self.detector.close()
-        if self.settings.report is not None:
+        if self.settings.report is not None and self.settings.backend != "redis":
             self.write_report()
 
     def write_report(self) -> Path | None:
-        from .report import format_for, write_report
+        from .report import format_for, write_index_report, write_report
 
         out = self.settings.report
         fmt = self.settings.report_format or format_for(out, "html")
         try:
-            path = write_report(self.settings.db, out, fmt, self.settings.canonical)
+            if self.settings.backend == "redis":
+                path = write_index_report(self.detector.index, out, fmt, self.settings.canonical)
+            else:
+                path = write_report(self.settings.db, out, fmt, self.settings.canonical)
         except Exception:  # a report must never turn a finished crawl into a failed one
             logger.exception("scrapy-neardup: could not write the report %s", out)
             return None
@@ -253,6 +258,15 @@ class CrawlSession:
 
 def open_index(settings: CrawlSettings, config: DedupConfig) -> Index:
     """The crawl's index, of the backend NEARDUP_BACKEND names."""
-    if settings.backend == "sqlite":
-        return SQLiteIndex(settings.db, config)
-    raise NearDupError(f"NEARDUP_BACKEND {settings.backend!r} is not available")
+    if settings.backend == "redis":
+        from .index.redis import RedisIndex
+
+        index = RedisIndex(settings.redis_url, config, settings.redis_key)
+        if settings.reset:
+            index.remove()
+            index.close()
+            index = RedisIndex(settings.redis_url, config, settings.redis_key)
+        return index
+    if settings.reset:
+        remove_index(settings.db)
+    return SQLiteIndex(settings.db, config)

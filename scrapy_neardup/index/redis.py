@@ -278,8 +278,10 @@ class RedisIndex:
         return int(doc), status.decode(), reason.decode() if reason else None
 
     def earlier(self, key: str | None, scope: str, many: bool = False) -> Earlier | None:
-        scope_id = self._scope_id(scope, create=False)
-        if key is None or scope_id is None:
+        if key is None:
+            return None
+        scope_id = self._scope_id(scope) if self._watching is not None else self._scope_id(scope, create=False)
+        if scope_id is None:
             return None
         (members,) = self._read([self.k("url", scope_id, storable(key))], lambda p, k: p.smembers(k))
         ids = sorted((int(i) for i in members), reverse=True)
@@ -352,9 +354,9 @@ class RedisIndex:
         return CollectionStats(int(docs or 0), {t: int(n) for t, n in zip(terms, counts, strict=True) if n})
 
     def candidates(self, probe: Fingerprint, scope: str) -> Iterator[tuple[int, Fingerprint]]:
-        scope_id = self._scope_id(scope, create=False)
-        if scope_id is None:
-            return
+        # A new scope is made now, not at the record: its keys must exist for this check to WATCH
+        # them (two first pages of a scope would otherwise both find nothing to watch).
+        scope_id = self._scope_id(scope)
         keys = [
             self.k("lk", k) for k in lookup_keys(probe, scope_id, self.config, simhash=self._probe_simhash)
         ]

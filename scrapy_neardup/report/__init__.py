@@ -103,14 +103,32 @@ def write_report(
     being rewritten at the end of each crawl is never seen half-written. ``progress`` draws
     a bar on standard error.
     """
-    check_format(fmt)
-    check_policy(canonical)
-    db, out = Path(db_path), Path(out_path)
+    db = Path(db_path)
     if not db.is_file():
         raise IndexFileError(db, "no such index file")
+    check_report_path(Path(out_path), db)
+    with SQLiteIndex.open_existing(db) as index:
+        return write_index_report(
+            index, out_path, fmt, canonical, progress, source=storable(db.name), text_budget=text_budget
+        )
+
+
+def write_index_report(
+    index: Index,
+    out_path: str | Path,
+    fmt: str = "html",
+    canonical: str = "first-seen",
+    progress: bool = False,
+    *,
+    source: str = "",
+    text_budget: int = TEXT_BUDGET,
+) -> Path:
+    """Write the report of an open index (any backend) to ``out_path``, whole or not at all."""
+    check_format(fmt)
+    check_policy(canonical)
+    out = Path(out_path)
     if out.is_dir():
         raise InputError(f"{out}: is a folder; name the report file (say {out / ('report.' + fmt)})")
-    check_report_path(out, db)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         for stale in out.parent.glob(f".{glob.escape(out.name)}.*.tmp"):  # left by a killed writer
@@ -119,13 +137,8 @@ def write_report(
     except OSError as exc:
         raise InputError(f"{out}: cannot write the report there ({exc.strerror or exc})") from None
     try:
-        with (
-            os.fdopen(fd, "w", encoding="utf-8", newline="" if fmt == "csv" else None) as handle,
-            SQLiteIndex.open_existing(db) as index,
-        ):
-            render_report(
-                index, handle, fmt, canonical, progress, source=storable(db.name), text_budget=text_budget
-            )
+        with os.fdopen(fd, "w", encoding="utf-8", newline="" if fmt == "csv" else None) as handle:
+            render_report(index, handle, fmt, canonical, progress, source=source, text_budget=text_budget)
         os.chmod(tmp, 0o644)
         os.replace(tmp, out)
     except BaseException:

@@ -1,0 +1,185 @@
+"""The Redis index across processes and in crawls, against a real redis-server.
+
+The storage protocol itself is tested on every backend in test_index_protocol.py and the
+property tests in test_index.py; here: many processes at once, crawls, settings and faults.
+"""
+
+from __future__ import annotations
+
+import collections
+import multiprocessing
+import random
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import uuid
+
+import pytest
+from crawling import ADDON, crawl, expected, path_of, stats_match_truth
+
+from scrapy_neardup import DedupConfig
+from scrapy_neardup.detector import Detector
+from scrapy_neardup.index.redis import RedisIndex
+
+CONFIG = DedupConfig(extractor="text", min_tokens=5)
+_WORDS = [f"w{i}" for i in range(400)] + ["the", "a", "is", "was", "has", "will", "can"] * 20
+GROUPS = [" ".join(random.Random(g).choices(_WORDS, k=120)) for g in range(8)]  # distinct pages
+
+
+def variants(text: str) -> list[str]:
+    """A page and two light edits of it: one duplicate group."""
+    words = text.split()
+    return [text, " ".join(words[:-3]), " ".join([*words[:10], "indeed", *words[10:]])]
+
+
+def _check_all(url: str, prefix: str, process: int, seed: int, barrier, results) -> None:
+    pages = [
+        (f"http://p{process}.example/{g}/{v}", t)
+        for g, text in enumerate(GROUPS)
+        for v, t in enumerate(variants(text))
+    ]
+    random.Random(seed * 10 + process).shuffle(pages)
+    index = RedisIndex(url, CONFIG, prefix)
+    with Detector(CONFIG, index) as detector:
+        barrier.wait()
+        results.put([(page_url, detector.check(page_url, text).duplicate) for page_url, text in pages])
+
+
+def test_four_processes_admit_each_group_once(redis_url):
+    """4 processes check the same groups' pages at once, 20 rounds: one page of each group admitted."""
+    ctx = multiprocessing.get_context("fork")
+    for round_ in range(20):
+        prefix = f"race:{uuid.uuid4().hex}"
+        barrier, results = ctx.Barrier(4), ctx.Queue()
+        workers = [
+            ctx.Process(target=_check_all, args=(redis_url, prefix, n, round_, barrier, results))
+            for n in range(4)
+        ]
+        for worker in workers:
+            worker.start()
+        verdicts = [verdict for _ in workers for verdict in results.get(timeout=60)]
+        for worker in workers:
+            worker.join(30)
+        admitted = collections.Counter(url.split("/")[3] for url, duplicate in verdicts if not duplicate)
+        assert admitted == {str(g): 1 for g in range(len(GROUPS))}, f"round {round_}"
+        index = RedisIndex(redis_url, CONFIG, prefix)
+        assert index.stats()["documents"] == 4 * 3 * len(GROUPS)  # every page recorded, nothing lost
+        assert index.stats()["unique"] == len(GROUPS)
+        index.remove()
+
+
+REDIS = {**ADDON, "NEARDUP_BACKEND": "redis"}
+
+
+def test_a_crawl_dedups_through_redis_and_a_rerun_is_a_revisit(tmp_path, site, redis_url):
+    settings = {**REDIS, "NEARDUP_REDIS_URL": redis_url, "NEARDUP_REDIS_KEY": f"crawl:{uuid.uuid4().hex}"}
+    report = tmp_path / "report.html"
+    first = crawl(tmp_path, [site + "/"], {**settings, "NEARDUP_REPORT": str(report)})
+    stats_match_truth(first["stats"])
+    assert not {path_of(item["url"]) for item in first["items"]} & expected("duplicate")
+    assert report.exists() and "print/library.html" in report.read_text(encoding="utf-8")
+    again = crawl(tmp_path, [site + "/"], settings)
+    assert again["stats"].get("neardup/revisits") == 13  # every judged page, as on SQLite (test_revisits)
+    assert again["stats"].get("neardup/dropped") == first["stats"]["neardup/dropped"] == 5
+    assert sorted(item["url"] for item in again["items"]) == sorted(item["url"] for item in first["items"])
+
+
+def test_redis_url_falls_back_to_scrapy_redis_setting_and_unreachable_fails_at_start(
+    tmp_path, site, redis_url
+):
+    key = f"fallback:{uuid.uuid4().hex}"
+    result = crawl(tmp_path, [site + "/"], {**REDIS, "REDIS_URL": redis_url, "NEARDUP_REDIS_KEY": key})
+    stats_match_truth(result["stats"])
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # nothing listens there
+    failed = crawl(
+        tmp_path, [site + "/"], {**REDIS, "NEARDUP_REDIS_URL": f"redis://127.0.0.1:{port}/0"}, check=False
+    )
+    assert failed["returncode"] != 0
+    assert f"scrapy-neardup cannot start: index redis://127.0.0.1:{port}/0" in failed["stderr"]
+
+
+def test_two_crawlers_sharing_the_queue_store_one_page_a_group(tmp_path, site, redis_url):
+    """scrapy-redis shares the request queue and URL filter, the add-on the content index: the union
+    of two crawlers' items holds every original page once and no copy, wherever each was fetched."""
+    pytest.importorskip("scrapy_redis")
+    key = uuid.uuid4().hex
+    settings = {
+        **REDIS, "NEARDUP_REDIS_KEY": f"{key}:neardup", "REDIS_URL": redis_url,
+        "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
+        "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
+        "SCHEDULER_QUEUE_KEY": f"{key}:requests", "SCHEDULER_DUPEFILTER_KEY": f"{key}:dupefilter",
+        "CONCURRENT_REQUESTS": 1, "DOWNLOAD_DELAY": 0.4,
+    }  # fmt: skip
+    results: dict[str, dict] = {}
+
+    def run(name: str, start_urls: list[str]) -> None:
+        results[name] = crawl(tmp_path, start_urls, settings, check=False)
+
+    first = threading.Thread(target=run, args=("first", [site + "/"]))  # seeds the shared queue
+    second = threading.Thread(target=run, args=("second", []))  # takes requests from it
+    first.start()
+    time.sleep(1.5)
+    second.start()
+    for thread in (first, second):
+        thread.join(200)
+    for result in results.values():
+        assert result["returncode"] == 0, result["stderr"][-2000:]
+    stored = collections.Counter(path_of(item["url"]) for r in results.values() for item in r["items"])
+    assert set(stored) == expected("unique") | {"/empty.html", "/short.html"}
+    assert set(stored.values()) == {1}
+    assert all(r["items"] for r in results.values())  # both crawlers did part of the work
+
+
+def test_redis_lost_mid_crawl_passes_pages_and_the_index_stays_whole(tmp_path, site):
+    """redis-server killed and restarted while a crawl runs: pages pass unjudged and are counted."""
+    server = shutil.which("redis-server")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    start = [server, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(tmp_path), "--save", "",
+             "--appendonly", "yes"]  # fmt: skip
+    redis_process = subprocess.Popen(start, stdout=subprocess.DEVNULL)
+    url = f"redis://127.0.0.1:{port}/0"
+    _wait_for(port)
+    settings = {**REDIS, "NEARDUP_REDIS_URL": url, "DOWNLOAD_DELAY": 0.4, "CONCURRENT_REQUESTS": 1}
+    outcome = {}
+    crawler = threading.Thread(
+        target=lambda: outcome.update(crawl(tmp_path, [site + "/"], settings, check=False))
+    )
+    crawler.start()
+    time.sleep(2.5)
+    redis_process.kill()  # lost mid-crawl
+    redis_process.wait()
+    time.sleep(1.5)
+    redis_process = subprocess.Popen(start, stdout=subprocess.DEVNULL)  # back, with what it had written
+    _wait_for(port)
+    restarted_at = time.time()
+    crawler.join(180)
+    try:
+        assert outcome["returncode"] == 0, outcome["stderr"][-2000:]
+        stats = outcome["stats"]
+        assert stats.get("neardup/skipped/error", 0) >= 1
+        assert len(outcome["items"]) >= len(expected("unique")) - 1  # no page the crawl parsed was lost
+        index = RedisIndex.open_existing(url, "site:neardup")  # the spider's own prefix by default
+        documents = list(index.documents())
+        assert index.stats()["documents"] == len(documents)  # counts and records agree: no half-written page
+        assert all(r["status"] in ("unique", "duplicate", "skipped") for r in documents)
+        assert any(r["seen_at"] > restarted_at for r in documents)  # judged again once Redis was back
+        index.close()
+    finally:
+        redis_process.kill()
+
+
+def _wait_for(port: int) -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError(f"redis-server did not come up on {port}")
