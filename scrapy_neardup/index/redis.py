@@ -280,7 +280,7 @@ class RedisIndex:
     def earlier(self, key: str | None, scope: str, many: bool = False) -> Earlier | None:
         if key is None:
             return None
-        scope_id = self._scope_id(scope) if self._watching is not None else self._scope_id(scope, create=False)
+        scope_id = self._scope_id(scope, create=self._watching is not None)  # see candidates
         if scope_id is None:
             return None
         (members,) = self._read([self.k("url", scope_id, storable(key))], lambda p, k: p.smembers(k))
