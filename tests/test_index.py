@@ -288,8 +288,9 @@ def test_frozen_rarest_first_order_stays_exact(tmp_path, aeb_pages, monkeypatch,
 def test_redis_frozen_order_stays_exact(redis_url, aeb_pages, monkeypatch, bucket_bits):
     """Redis freezes the spot order in a transaction of its own, re-posting the admitted pages."""
     from scrapy_neardup.index import redis as redis_index
+    from scrapy_neardup.index import redis_spots
 
-    monkeypatch.setattr(redis_index, "FREEZE_AT", 40)
+    monkeypatch.setattr(redis_spots, "FREEZE_AT", 40)
     monkeypatch.setattr(spot_search, "RARE_BUCKET_BITS", bucket_bits)
     pages = edited_corpus(aeb_pages, 60, copies=30, every=15, seed=4)
     config = DedupConfig(methods=("exact", "spotsigs", "simhash"), extractor="text", spotsigs_threshold=0.45)

@@ -19,30 +19,26 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import os
-import socket
 import time
 import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
-import numpy as np
-
 from ..config import DedupConfig
 from ..exceptions import IndexFileError, MissingExtraError
 from ..fingerprint import Fingerprint
 from ..signatures.imatch import CollectionStats
-from ..signatures.spotsigs import SpotSet
 from ..text import storable
 from . import schema
 from .base import Conflict, Earlier, Match, Verdict
 from .bounds import may_match
-from .codecs import array_blob, blob_spots, extra_json, row_fingerprint, signed, spots_blob, unsigned
+from .codecs import array_blob, extra_json, row_fingerprint, signed, spots_blob, unsigned
 from .lookup_keys import lookup_keys, raw_key
-from .pruning import SpotClasses, overlap_needed, partition_of, partitions_covering, walk
-from .records import clean_record
-from .runs import running
+from .pruning import SpotClasses
+from .redis_reading import RedisReading
+from .redis_runs import RedisRuns
+from .redis_spots import RedisSpots
 from .spot_search import shared
 
 try:
@@ -52,18 +48,12 @@ except ImportError:  # pragma: no cover - the extra is missing
 
 logger = logging.getLogger(__name__)
 
-# Admitted pages with spots after which the spot order is frozen (as ``sqlite_spots.FREEZE_AT``).
-FREEZE_AT = 5000
 _SIGNATURES = (
     b"status", b"scope", b"exact", b"simhash", b"spot_size", b"spots", b"minhash", b"minhash_bands",
     b"super_shingles", b"imatch", b"ksentence", b"tokens", b"language", b"extra", b"run", b"raw_hash",
 )  # fmt: skip
 # What a byte-identical copy's record takes from its original's.
 _COPIED = (b"title", b"tokens", b"language", b"raw_hash", b"exact", b"simhash", b"spot_size")
-_RECORD = (
-    b"url", b"title", b"scope", b"seen_at", b"status", b"skip_reason", b"tokens", b"language",
-    b"duplicate_of", b"similarity", b"method",
-)  # fmt: skip
 
 
 def safe_url(url: str) -> str:
@@ -74,7 +64,7 @@ def safe_url(url: str) -> str:
     return url
 
 
-class RedisIndex:
+class RedisIndex(RedisReading, RedisSpots, RedisRuns):
     """Candidate search over admitted pages kept in Redis, with every verdict recorded."""
 
     def __init__(self, url: str, config: DedupConfig, prefix: str = "neardup", timeout: float = 5.0) -> None:
@@ -190,84 +180,6 @@ class RedisIndex:
         else:
             self._writes.append(work)
 
-    # --- the spot order ---------------------------------------------------------------------
-
-    def _load_order(self) -> None:
-        if self.classes is None and self.r.hget(self.k("meta"), "spot_order"):
-            rows = self.r.hgetall(self.k("classes"))
-            spots = np.array([int(s) for s in rows], dtype=np.int64).astype(np.uint64)
-            classes = np.array([int(c) for c in rows.values()], dtype=np.int64)
-            order = np.argsort(spots)
-            self.classes = SpotClasses(spots[order], classes[order])
-
-    def _freeze_if_due(self) -> None:
-        """Freeze the spot order once enough pages are admitted: its own transaction, before a page's."""
-        if "spotsigs" not in self.config.methods or self.classes is not None:
-            return
-        if self.r.hget(self.k("meta"), "spot_order") or self.r.scard(self.k("spotted")) < FREEZE_AT:
-            return
-        with self.r.pipeline(transaction=True) as pipe:
-            try:
-                pipe.watch(self.k("meta"), self.k("spotted"))
-                if pipe.hget(self.k("meta"), "spot_order"):
-                    return
-                ids = sorted(int(i) for i in pipe.smembers(self.k("spotted")))
-                rows = self._hmget([self.k("doc", i) for i in ids], (b"scope", b"spots"))
-                sets = [(i, int(row[0]), blob_spots(row[1])) for i, row in zip(ids, rows, strict=True)]
-                spots, df = np.unique(np.concatenate([s.hashes for _, _, s in sets]), return_counts=True)
-                classes = SpotClasses.from_frequencies(spots, df)
-                old = list(self.r.scan_iter(match=self.k("sl", "*"), count=1000))
-                pipe.multi()
-                for start in range(0, len(old), 1000):
-                    pipe.unlink(*old[start : start + 1000])
-                pipe.hset(
-                    self.k("classes"),
-                    mapping=dict(zip(classes.spots.tolist(), classes.classes.tolist(), strict=True)),
-                )
-                pipe.hset(self.k("meta"), "spot_order", "classes")
-                for doc, scope, spot_set in sets:
-                    if spot_set.size >= self.config.spotsigs_least_spots:
-                        for key in self.keys.posting_keys(walk(spot_set, classes), scope, classes):
-                            pipe.append(self.k("sl", key), doc.to_bytes(4, "little"))
-                pipe.execute()
-            except redis.WatchError:
-                return  # another process froze it or admitted a page: the next check looks again
-
-    # --- crawl runs -------------------------------------------------------------------------
-
-    def begin_run(self, action: str) -> None:
-        run = self.r.incr(self.k("run_next"))
-        runs = [int(i) for i in self.r.smembers(self.k("runs"))]
-        owners = self._hmget([self.k("run", i) for i in runs], (b"started_at", b"ended_at", b"host", b"pid"))
-        unclean = [
-            i for i, (started, ended, host, pid) in zip(runs, owners, strict=True)
-            if started and not ended and not running(float(started), _text(host), _int(pid))
-        ]  # fmt: skip
-        info = {"started_at": time.time(), "action": action, "host": socket.gethostname(), "pid": os.getpid()}
-        self.r.hset(self.k("run", run), mapping=info)
-        self.r.sadd(self.k("runs"), run)
-        self._run, self._unclean = run, frozenset(unclean)
-
-    def end_run(self) -> None:
-        if self._run is not None:
-            run, self._run = self._run, None
-            self.r.hset(self.k("run", run), "ended_at", time.time())
-
-    def last_action(self) -> str | None:
-        runs = [int(i) for i in self.r.smembers(self.k("runs"))]
-        action = self.r.hget(self.k("run", max(runs)), "action") if runs else None
-        return action.decode() if action else None
-
-    @property
-    def interrupted_runs(self) -> bool:
-        return bool(self._unclean)
-
-    def unconfirmed(self, ids: list[int]) -> set[int]:
-        if not self._unclean or not ids:
-            return set()
-        runs = self._read([self.k("doc", i) for i in ids], lambda p, key: p.hget(key, "run"))
-        return {i for i, run in zip(ids, runs, strict=True) if run and int(run) in self._unclean}
-
     # --- a page's own records -----------------------------------------------------------------
 
     def source_record(self, source: str) -> tuple[int, str, str | None] | None:
@@ -380,19 +292,6 @@ class RedisIndex:
         survivors = {row[0] for row in may_match(probe, bounds, self.config)}
         yield from ((i, self._fingerprint(i, v)) for i, v in rows if i in survivors)
 
-    def _probe_keys(self, spots: SpotSet, scope_id: int) -> tuple[list[int], range, list[int]]:
-        """The spot list keys a probe reads (each spot's range of partitions, key by key)."""
-        if "spotsigs" not in self.config.methods or spots.size < self.config.spotsigs_least_spots:
-            return [], range(0), []
-        order, tau = walk(spots, self.classes), self.config.spotsigs_threshold
-        parts = partitions_covering(spots.size, tau)
-        own = self.keys.overlap_in(partition_of(spots.size, tau))
-        asked = [min(own, self.keys.overlap_in(p)) for p in parts]
-        needed = {k: overlap_needed(order, tau, k) for k in set(asked)}
-        needs = [needed[k] for k in asked]
-        ranges = self.keys.probe_ranges(order, scope_id, parts, needs, self.classes)
-        return [key for low, high in ranges.tolist() for key in range(low, high + 1)], parts, needs
-
     def _rows(self, ids: list[int]) -> list[tuple[int, dict[bytes, Any]]]:
         """The stored fields of these documents (``_SIGNATURES``), WATCHed, in id order."""
         rows = self._read([self.k("doc", i) for i in ids], lambda p, k: p.hmget(k, *_SIGNATURES))
@@ -467,16 +366,7 @@ class RedisIndex:
                 self.k("lk", k)
                 for k in lookup_keys(fp, scope_id, self.config, simhash=self.stores_simhash, raw=True)
             ]
-        spot_keys = []
-        if (
-            status == "unique"
-            and spots.size >= self.config.spotsigs_least_spots
-            and "spotsigs" in self.config.methods
-        ):
-            spot_keys = [
-                self.k("sl", k)
-                for k in self.keys.posting_keys(walk(spots, self.classes), scope_id, self.classes)
-            ]
+        spot_keys = self._posting_keys(spots, scope_id) if status == "unique" else []
         text = None
         if self.config.keep_text and fp.text:
             text = zlib.compress(storable(fp.text[: self.config.keep_text]).encode("utf-8"), 6)
@@ -541,66 +431,6 @@ class RedisIndex:
             pipe.set(self.k("src", storable(source)), doc_id, nx=True)
         pipe.hsetnx(self.k("urls"), storable(url), doc_id)
 
-    # --- reading --------------------------------------------------------------------------
-
-    def _hmget(self, keys: list[bytes], fields: tuple[bytes, ...]) -> list[list[Any]]:
-        pipe = self.r.pipeline(transaction=False)
-        for key in keys:
-            pipe.hmget(key, *fields)
-        return pipe.execute() if keys else []
-
-    def _records(self, ids: list[int]) -> Iterator[dict]:
-        scopes = {int(v): k.decode() for k, v in self.r.hgetall(self.k("scopes")).items()}
-        for start in range(0, len(ids), 1000):
-            chunk = ids[start : start + 1000]
-            for doc, row in zip(chunk, self._hmget([self.k("doc", i) for i in chunk], _RECORD), strict=True):
-                if row[4] is None:
-                    continue
-                record = {"id": doc, **{f.decode(): _value(v) for f, v in zip(_RECORD, row, strict=True)}}
-                record["scope"] = scopes.get(_int(row[2]), "")
-                for name in ("seen_at", "similarity"):
-                    record[name] = float(record[name]) if record[name] is not None else None
-                for name in ("tokens", "duplicate_of"):
-                    record[name] = int(record[name]) if record[name] is not None else None
-                yield clean_record(record)
-
-    def get(self, doc_id: int) -> dict | None:
-        return next(self._records([doc_id]), None)
-
-    def text(self, doc_id: int) -> str | None:
-        blob = self.r.get(self.k("text", doc_id))
-        try:
-            return zlib.decompress(blob).decode("utf-8", errors="replace") if blob else None
-        except zlib.error:
-            logger.warning("%s: the stored text of document %d is damaged; left out", self.path, doc_id)
-            return None
-
-    def documents(self) -> Iterator[dict]:
-        return self._records([int(i) for i in self.r.zrange(self.k("ids"), 0, -1)])
-
-    def duplicate_edges(self) -> Iterator[tuple[int, int, float | None, str | None]]:
-        ids = sorted(int(i) for i in self.r.smembers(self.k("dups")))
-        for start in range(0, len(ids), 1000):
-            chunk = ids[start : start + 1000]
-            rows = self._hmget([self.k("doc", i) for i in chunk], (b"duplicate_of", b"similarity", b"method"))
-            for doc, (of, sim, method) in zip(chunk, rows, strict=True):
-                if of is not None:
-                    yield doc, int(of), float(sim) if sim else None, method.decode() if method else None
-
-    def contains_url(self, url: str) -> bool:
-        return bool(self.r.hexists(self.k("urls"), storable(url)))
-
-    def contains_source(self, source: str) -> bool:
-        return bool(self.r.exists(self.k("src", storable(source))))
-
-    def stats(self) -> dict[str, int]:
-        counts = {k.decode(): int(v) for k, v in self.r.hgetall(self.k("counts")).items()}
-        return {
-            "documents": sum(counts.values()), "unique": counts.get("unique", 0),
-            "duplicates": counts.get("duplicate", 0), "skipped": counts.get("skipped", 0),
-            "bytes": int(self.r.info("memory").get("used_memory", 0)),
-        }  # fmt: skip
-
     def remove(self) -> int:
         """Delete every key of this index (NEARDUP_RESET); the number deleted."""
         keys = list(self.r.scan_iter(match=self.k("*"), count=1000))
@@ -625,7 +455,3 @@ def _int(value: bytes | None) -> int | None:
 
 def _text(value: bytes | None) -> str | None:
     return value.decode("utf-8", "surrogatepass") if value is not None else None
-
-
-def _value(value: bytes | None) -> str | None:
-    return value.decode("utf-8", "surrogatepass") if value not in (None, b"") else None

@@ -1,0 +1,94 @@
+"""The read side of a Redis index: records, texts, duplicate pairs and counts, for reports."""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+from ..text import storable
+from .records import clean_record
+
+logger = logging.getLogger(__name__)
+
+_RECORD = (
+    b"url", b"title", b"scope", b"seen_at", b"status", b"skip_reason", b"tokens", b"language",
+    b"duplicate_of", b"similarity", b"method",
+)  # fmt: skip
+
+
+def _int(value: bytes | None) -> int | None:
+    return int(value) if value not in (None, b"") else None
+
+
+def _value(value: bytes | None) -> str | None:
+    return value.decode("utf-8", "surrogatepass") if value not in (None, b"") else None
+
+
+class RedisReading:
+    """Read queries over a Redis index (``r``, ``k``, ``path``): the protocol's read side."""
+
+    r: Any
+    path: str
+
+    def k(self, *parts: object) -> bytes:
+        raise NotImplementedError
+
+    def _hmget(self, keys: list[bytes], fields: tuple[bytes, ...]) -> list[list[Any]]:
+        pipe = self.r.pipeline(transaction=False)
+        for key in keys:
+            pipe.hmget(key, *fields)
+        return pipe.execute() if keys else []
+
+    def _records(self, ids: list[int]) -> Iterator[dict]:
+        scopes = {int(v): k.decode() for k, v in self.r.hgetall(self.k("scopes")).items()}
+        for start in range(0, len(ids), 1000):
+            chunk = ids[start : start + 1000]
+            for doc, row in zip(chunk, self._hmget([self.k("doc", i) for i in chunk], _RECORD), strict=True):
+                if row[4] is None:
+                    continue
+                record = {"id": doc, **{f.decode(): _value(v) for f, v in zip(_RECORD, row, strict=True)}}
+                record["scope"] = scopes.get(_int(row[2]), "")
+                for name in ("seen_at", "similarity"):
+                    record[name] = float(record[name]) if record[name] is not None else None
+                for name in ("tokens", "duplicate_of"):
+                    record[name] = int(record[name]) if record[name] is not None else None
+                yield clean_record(record)
+
+    def get(self, doc_id: int) -> dict | None:
+        return next(self._records([doc_id]), None)
+
+    def text(self, doc_id: int) -> str | None:
+        blob = self.r.get(self.k("text", doc_id))
+        try:
+            return zlib.decompress(blob).decode("utf-8", errors="replace") if blob else None
+        except zlib.error:
+            logger.warning("%s: the stored text of document %d is damaged; left out", self.path, doc_id)
+            return None
+
+    def documents(self) -> Iterator[dict]:
+        return self._records([int(i) for i in self.r.zrange(self.k("ids"), 0, -1)])
+
+    def duplicate_edges(self) -> Iterator[tuple[int, int, float | None, str | None]]:
+        ids = sorted(int(i) for i in self.r.smembers(self.k("dups")))
+        for start in range(0, len(ids), 1000):
+            chunk = ids[start : start + 1000]
+            rows = self._hmget([self.k("doc", i) for i in chunk], (b"duplicate_of", b"similarity", b"method"))
+            for doc, (of, sim, method) in zip(chunk, rows, strict=True):
+                if of is not None:
+                    yield doc, int(of), float(sim) if sim else None, method.decode() if method else None
+
+    def contains_url(self, url: str) -> bool:
+        return bool(self.r.hexists(self.k("urls"), storable(url)))
+
+    def contains_source(self, source: str) -> bool:
+        return bool(self.r.exists(self.k("src", storable(source))))
+
+    def stats(self) -> dict[str, int]:
+        counts = {k.decode(): int(v) for k, v in self.r.hgetall(self.k("counts")).items()}
+        return {
+            "documents": sum(counts.values()), "unique": counts.get("unique", 0),
+            "duplicates": counts.get("duplicate", 0), "skipped": counts.get("skipped", 0),
+            "bytes": int(self.r.info("memory").get("used_memory", 0)),
+        }  # fmt: skip

@@ -1,0 +1,68 @@
+"""Crawl runs in a Redis index: which pages a crawl that never closed admitted (unconfirmed)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import Any
+
+from .runs import running
+
+
+def _int(value: bytes | None) -> int | None:
+    return int(value) if value not in (None, b"") else None
+
+
+def _text(value: bytes | None) -> str | None:
+    return value.decode("utf-8", "surrogatepass") if value is not None else None
+
+
+class RedisRuns:
+    """``begin_run``, ``end_run`` and the unconfirmed pages of a Redis index (``r``, ``k``)."""
+
+    r: Any
+    _run: int | None
+    _unclean: frozenset[int]
+
+    def k(self, *parts: object) -> bytes:
+        raise NotImplementedError
+
+    def _hmget(self, keys: list[bytes], fields: tuple[bytes, ...]) -> list[list[Any]]:
+        raise NotImplementedError
+
+    def _read(self, keys: list[bytes], fetch: Any) -> list[Any]:
+        raise NotImplementedError
+
+    def begin_run(self, action: str) -> None:
+        run = self.r.incr(self.k("run_next"))
+        runs = [int(i) for i in self.r.smembers(self.k("runs"))]
+        owners = self._hmget([self.k("run", i) for i in runs], (b"started_at", b"ended_at", b"host", b"pid"))
+        unclean = [
+            i for i, (started, ended, host, pid) in zip(runs, owners, strict=True)
+            if started and not ended and not running(float(started), _text(host), _int(pid))
+        ]  # fmt: skip
+        info = {"started_at": time.time(), "action": action, "host": socket.gethostname(), "pid": os.getpid()}
+        self.r.hset(self.k("run", run), mapping=info)
+        self.r.sadd(self.k("runs"), run)
+        self._run, self._unclean = run, frozenset(unclean)
+
+    def end_run(self) -> None:
+        if self._run is not None:
+            run, self._run = self._run, None
+            self.r.hset(self.k("run", run), "ended_at", time.time())
+
+    def last_action(self) -> str | None:
+        runs = [int(i) for i in self.r.smembers(self.k("runs"))]
+        action = self.r.hget(self.k("run", max(runs)), "action") if runs else None
+        return action.decode() if action else None
+
+    @property
+    def interrupted_runs(self) -> bool:
+        return bool(self._unclean)
+
+    def unconfirmed(self, ids: list[int]) -> set[int]:
+        if not self._unclean or not ids:
+            return set()
+        runs = self._read([self.k("doc", i) for i in ids], lambda p, key: p.hget(key, "run"))
+        return {i for i, run in zip(ids, runs, strict=True) if run and int(run) in self._unclean}
