@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
-import itertools
 import json
-import multiprocessing
 import os
 import sqlite3
 import sys
@@ -19,39 +16,19 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .config import MAX_WORKERS, DedupConfig
-from .detector import Detector
-from .exceptions import IndexFileError, InputError, NearDupError, one_line
-from .fingerprint import Fingerprint, fingerprint
-from .index import SQLiteIndex, Verdict
+from .config import DedupConfig
+from .exceptions import InputError, NearDupError, one_line
+from .fingerprint import Fingerprint
+from .index import SQLiteIndex
 from .index.sqlite import damage_advice
 from .methods import decision_order
-from .report import FORMATS, format_for, render_report, write_report
-from .report.clusters import CANONICAL_POLICIES, load_clusters
+from .report import FORMATS, format_for, render_report, write_index_report, write_report
+from .report.clusters import CANONICAL_POLICIES
 from .report.html_report import TEXT_BUDGET
-from .scope import scope_key
-from .signatures.exact import raw_hash
-from .sources import Page, Skips, check_input, read_page_file, read_pages
+from .scan import config_of, fingerprint_page, open_named_index, run_scan
+from .sources import read_page_file
 from .text import storable
 from .verify import Comparison, compare
-
-
-def fingerprint_page(config: DedupConfig, page: Page, methods: frozenset[str] | None = None) -> Fingerprint:
-    """A saved page's fingerprint; pages that are already text skip the HTML extractor. A page
-    that breaks the fingerprint path is a page not judged (``error``), not a stopped scan."""
-    extractor = "text" if page.is_text else None
-    try:
-        return _fingerprint_page(config, page, methods, extractor)
-    except Exception as exc:  # MemoryError, RecursionError, a library bug on one page
-        return Fingerprint(skip_reason="error", skip_detail=f"{type(exc).__name__}: {exc}"[:300])
-
-
-def _fingerprint_page(
-    config: DedupConfig, page: Page, methods: frozenset[str] | None, extractor: str | None
-) -> Fingerprint:
-    return fingerprint(
-        page.body, config, content_type=page.content_type, methods=methods, extractor=extractor
-    )
 
 
 def fingerprint_file(path: str, config: DedupConfig) -> Fingerprint:
@@ -101,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
         "or record are skipped, so an interrupted scan resumes where it stopped.",
     )
     scan.add_argument("paths", nargs="+", metavar="PATH", help="files or folders to scan")
-    scan.add_argument("--db", required=True, help="the index file (created when missing)")
+    _add_index_options(scan, "the index file (created when missing)")
     scan.add_argument(
         "--field", help="the JSON-lines field holding the page (default: html, body, text, content)"
     )
@@ -122,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
         "JSON (clusters and members) or CSV (one row per page). It reads the index alone, so it works "
         "after any crawl or scan, also on an index from another machine.",
     )
-    report.add_argument("--db", required=True, help="the index file")
+    _add_index_options(report, "the index file")
     report.add_argument(
         "--format",
         choices=FORMATS,
@@ -146,7 +123,33 @@ def build_parser() -> argparse.ArgumentParser:
         f"first (default: {TEXT_BUDGET:,})",
     )
     report.set_defaults(run=run_report)
+
+    export = commands.add_parser(
+        "export",
+        help="copy a Redis index into an SQLite file",
+        description="Copy a Redis index (every record, verdict, signature and kept text) into a new "
+        "SQLite index file, to keep it, report on it or query it with SQLite tools.",
+    )
+    export.add_argument(
+        "--redis", required=True, metavar="URL", help="the Redis server (redis://host:port/db)"
+    )
+    export.add_argument(
+        "--redis-key", required=True, metavar="KEY", help="the index's key prefix (<spider>:neardup)"
+    )
+    export.add_argument("--db", required=True, help="the new SQLite index file")
+    export.set_defaults(run=run_export)
     return parser
+
+
+def _add_index_options(parser: argparse.ArgumentParser, db_help: str) -> None:
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--db", help=db_help)
+    where.add_argument("--redis", metavar="URL", help="a Redis index instead (redis://host:port/db)")
+    parser.add_argument(
+        "--redis-key",
+        metavar="KEY",
+        help="with --redis: the index's key prefix, as a crawl names it (<spider>:neardup)",
+    )
 
 
 def comparison_json(paths: tuple[str, str], fps: tuple[Fingerprint, Fingerprint], result: Comparison | None,
@@ -229,7 +232,7 @@ def comparison_table(paths: tuple[str, str], fps: tuple[Fingerprint, Fingerprint
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    config = _options(args)
+    config = config_of(args)
     paths = (args.a, args.b)
     fps = (fingerprint_file(args.a, config), fingerprint_file(args.b, config))
     result = compare(*fps, config) if all(fp.judged for fp in fps) else None
@@ -240,130 +243,48 @@ def run_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _options(args: argparse.Namespace) -> DedupConfig:
-    return DedupConfig.from_options({name: getattr(args, name) for name, _, _ in DedupConfig.docs()})
-
-
-def run_scan(args: argparse.Namespace) -> int:
-    if not 1 <= args.batch <= 1_000_000:
-        raise InputError(f"--batch: must be between 1 and 1,000,000, got {args.batch}")
-    if not 0 <= args.workers <= MAX_WORKERS:
-        raise InputError(f"--workers: must be between 0 and {MAX_WORKERS}, got {args.workers}")
-    if any(not str(path).strip() for path in args.paths):
-        raise InputError("an empty path was given (an unset variable?); name a file or folder")
-    config = _options(args)
-    for path in args.paths:  # before the index file is made
-        check_input(path)
-    counts = {"scanned": 0, "duplicates": 0, "skipped": 0, "already": 0}
-    skips = Skips()
-    progress = sys.stderr.isatty()
-    pool = multiprocessing.get_context("spawn").Pool(args.workers) if args.workers > 0 else None
-    sign = functools.partial(fingerprint_page, config)  # picklable: config is a frozen dataclass
-    try:
-        with Detector.open(args.db, config) as detector:
-            pages = (
-                page for path in args.paths for page in read_pages(path, args.field, skips, config.max_body)
-            )
-            while chunk := list(itertools.islice(pages, args.batch)):
-                fresh = _unrecorded(chunk, detector)
-                counts["already"] += len(chunk) - len(fresh)
-                # Byte-identical copies of recorded pages are recorded without their extraction.
-                originals = {p.source: _raw_original(detector, p) for p in fresh}
-                rest = [page for page in fresh if originals[page.source] is None]
-                fps = iter(pool.map(sign, rest, chunksize=8) if pool else map(sign, rest))
-                with detector.index.batch():
-                    for page in fresh:
-                        original = originals[page.source]
-                        verdict = (
-                            _record_page(detector, page, next(fps), skips)
-                            if original is None
-                            else _record_copy(detector, page, *original, skips)
-                        )
-                        if verdict is None:
-                            continue
-                        already = verdict.revisit is not None  # another scan recorded it meanwhile
-                        counts["already" if already else "scanned"] += 1
-                        counts["duplicates"] += verdict.duplicate and not already
-                        counts["skipped"] += not verdict.judged
-                if progress:
-                    print(f"\rscanned {counts['scanned']} pages, {counts['duplicates']} duplicates",
-                          end="", file=sys.stderr, flush=True)  # fmt: skip
-            summary = load_clusters(detector.index)  # counts and clusters, no member dicts
-    finally:
-        if pool:
-            pool.terminate()
-    if progress:
-        print(file=sys.stderr)
-    unread = sum(skips.counts.values())
-    reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(skips.counts.items()))
-    print(
-        f"scanned {counts['scanned']} pages ({counts['already']} already in the index): "
-        f"{counts['duplicates']} duplicates, {counts['skipped']} not judged"
-        + (f"; {unread} records skipped ({reasons})" if unread else "")
-        + f".\nindex {args.db}: {summary.documents} documents, {summary.duplicates} duplicates, "
-        f"{len(summary.clusters)} clusters."
-    )
-    return 1 if unread and not counts["scanned"] and not counts["already"] else 0
-
-
-def _unrecorded(chunk: list[Page], detector: Detector) -> list[Page]:
-    """The pages of a chunk not yet in the index, each source once (the first of its names)."""
-    fresh: dict[str, Page] = {}
-    for page in chunk:
-        if page.source not in fresh and not detector.index.contains_source(page.source):
-            fresh[page.source] = page
-    return list(fresh.values())
-
-
-def _raw_original(detector: Detector, page: Page) -> tuple[int, int] | None:
-    """(raw hash, original) when the page's body is byte-identical to an admitted page's."""
-    raw = raw_hash(page.body)
-    original = detector.index.find_raw(raw, scope_key(page.url, detector.config.scope))
-    return None if original is None else (raw, original)
-
-
-def _record_page(detector: Detector, page: Page, fp: Fingerprint, skips: Skips) -> Verdict | None:
-    """Check and record one page; a failure of this page alone is skipped and counted, a failure
-    of the index (a full disk, a corrupt file) stops the scan with a one-line error."""
-    return _recording(detector, page, skips, lambda: detector.check(page.url, fp=fp, source=page.source))
-
-
-def _record_copy(detector: Detector, page: Page, raw: int, original: int, skips: Skips) -> Verdict | None:
-    scope = scope_key(page.url, detector.config.scope)
-    return _recording(
-        detector, page, skips, lambda: detector.index.record_copy(page.url, raw, original, scope, page.source)
-    )
-
-
-def _recording(detector: Detector, page: Page, skips: Skips, record) -> Verdict | None:
-    try:
-        return record()
-    except sqlite3.Error as exc:
-        raise IndexFileError(detector.index.path, f"failed while recording pages ({exc})") from None
-    except Exception as exc:
-        skips("error", page.source, f"could not be recorded ({type(exc).__name__}: {exc})"[:300])
-        return None
-
-
 def run_report(args: argparse.Namespace) -> int:
-    if not Path(args.db).exists():
+    if args.db and not Path(args.db).exists():
         raise InputError(f"{args.db}: no such index file")
     if args.text_budget < 0:
         raise InputError(f"--text-budget: must be 0 or more, got {args.text_budget}")
     fmt = args.format or format_for(args.output)
     progress = sys.stderr.isatty()
+    name = args.db or args.redis_key
     if args.output:
-        out = write_report(args.db, args.output, fmt, args.canonical, progress, text_budget=args.text_budget)
-        print(f"wrote the {fmt} report of {args.db} to {out}", file=sys.stderr)
+        if args.db:
+            out = write_report(
+                args.db, args.output, fmt, args.canonical, progress, text_budget=args.text_budget
+            )
+        else:
+            with open_named_index(args) as index:
+                out = write_index_report(
+                    index,
+                    args.output,
+                    fmt,
+                    args.canonical,
+                    progress,
+                    source=name,
+                    text_budget=args.text_budget,
+                )
+        print(f"wrote the {fmt} report of {name} to {out}", file=sys.stderr)
         return 0
     if sys.stdout is None:
         raise InputError("standard output is closed; write the report to a file with -o FILE")
-    with SQLiteIndex.open_existing(args.db) as index:
+    with SQLiteIndex.open_existing(args.db) if args.db else open_named_index(args) as index:
         if fmt == "csv" and hasattr(sys.stdout, "reconfigure"):
             sys.stdout.reconfigure(newline="")  # the csv module writes its own line ends
-        render_report(
-            index, sys.stdout, fmt, args.canonical, progress, storable(Path(args.db).name), args.text_budget
-        )
+        source = storable(Path(args.db).name) if args.db else name
+        render_report(index, sys.stdout, fmt, args.canonical, progress, source, args.text_budget)
+    return 0
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from .export import export_to_sqlite
+
+    with open_named_index(args) as index:
+        copied = export_to_sqlite(index, args.db)
+    print(f"exported {copied} records of {args.redis_key} to {args.db}", file=sys.stderr)
     return 0
 
 

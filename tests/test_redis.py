@@ -7,6 +7,7 @@ property tests in test_index.py; here: many processes at once, crawls, settings 
 from __future__ import annotations
 
 import collections
+import json
 import multiprocessing
 import random
 import shutil
@@ -183,3 +184,38 @@ def _wait_for(port: int) -> None:
         except OSError:
             time.sleep(0.05)
     raise AssertionError(f"redis-server did not come up on {port}")
+
+
+def test_scan_report_and_export_work_from_redis(tmp_path, capsys, aeb_pages, redis_url):
+    """``--redis URL --redis-key KEY`` for scan and report; ``export`` copies the index into a file
+    whose report is the same."""
+    from scrapy_neardup.cli import main
+
+    folder = tmp_path / "pages"
+    folder.mkdir()
+    for i, body in enumerate(list(aeb_pages.values())[:6]):
+        (folder / f"{i}.html").write_bytes(body)
+        if i % 2 == 0:
+            (folder / f"{i}-copy.html").write_bytes(body.replace(b"<body", b"<body data-copy='1'", 1))
+    key = f"scan:{uuid.uuid4().hex}"
+    assert main(["scan", str(folder), "--redis", redis_url, "--redis-key", key, "--workers", "0"]) == 0
+    assert "3 duplicates" in capsys.readouterr().out
+    assert main(["scan", str(folder), "--db", str(tmp_path / "local.db"), "--workers", "0"]) == 0
+    capsys.readouterr()
+
+    def clusters(*where: str) -> list:
+        assert main(["report", *where, "--format", "json"]) == 0
+        found = json.loads(capsys.readouterr().out)["clusters"]
+        return [[(m["url"], m.get("method")) for m in c["members"]] for c in found]
+
+    from_redis = clusters("--redis", redis_url, "--redis-key", key)
+    assert len(from_redis) == 3 and from_redis == clusters("--db", str(tmp_path / "local.db"))
+    exported = tmp_path / "exported.db"
+    assert main(["export", "--redis", redis_url, "--redis-key", key, "--db", str(exported)]) == 0
+    assert clusters("--db", str(exported)) == from_redis
+    with Detector.open(exported) as detector:  # a working index: its pages are findable
+        copy = (folder / "1.html").read_bytes().replace(b"<body", b"<body data-copy='2'", 1)
+        assert detector.check("http://elsewhere.example/1", copy).duplicate
+    assert main(["report", "--redis", redis_url, "--format", "json"]) == 2
+    assert "--redis needs --redis-key" in capsys.readouterr().err
+    RedisIndex.open_existing(redis_url, key).remove()

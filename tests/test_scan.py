@@ -9,7 +9,7 @@ import pytest
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from scrapy_neardup import cli
+from scrapy_neardup import scan as scan_module
 from scrapy_neardup.cli import main
 from scrapy_neardup.report.clusters import Member, cluster_members
 from scrapy_neardup.sources import canonical_url, read_pages
@@ -176,9 +176,9 @@ def test_a_byte_identical_copy_is_recorded_without_its_extraction(tmp_path, caps
     db = tmp_path / "index.db"
     scan(capsys, str(first), "--db", str(db))
     extracted = []
-    real = cli.fingerprint_page
+    real = scan_module.fingerprint_page
     monkeypatch.setattr(
-        cli,
+        scan_module,
         "fingerprint_page",
         lambda config, page, *a: extracted.append(page.source) or real(config, page, *a),
     )

@@ -104,6 +104,7 @@ def write_report(
     a bar on standard error.
     """
     db = Path(db_path)
+    _check_output(Path(out_path), fmt, canonical)
     if not db.is_file():
         raise IndexFileError(db, "no such index file")
     check_report_path(Path(out_path), db)
@@ -124,11 +125,8 @@ def write_index_report(
     text_budget: int = TEXT_BUDGET,
 ) -> Path:
     """Write the report of an open index (any backend) to ``out_path``, whole or not at all."""
-    check_format(fmt)
-    check_policy(canonical)
     out = Path(out_path)
-    if out.is_dir():
-        raise InputError(f"{out}: is a folder; name the report file (say {out / ('report.' + fmt)})")
+    _check_output(out, fmt, canonical)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         for stale in out.parent.glob(f".{glob.escape(out.name)}.*.tmp"):  # left by a killed writer
@@ -146,3 +144,10 @@ def write_index_report(
             os.unlink(tmp)
         raise
     return out
+
+
+def _check_output(out: Path, fmt: str, canonical: str) -> None:
+    check_format(fmt)
+    check_policy(canonical)
+    if out.is_dir():
+        raise InputError(f"{out}: is a folder; name the report file (say {out / ('report.' + fmt)})")

@@ -1,0 +1,50 @@
+"""Copy an index into a new SQLite file: a Redis index kept as one file for reports and archives.
+
+Every record is copied in the order it was seen, with its verdict, signatures and kept text;
+admitted pages are posted again, so the file is a working index of its own, not only a report.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from .exceptions import InputError
+from .fingerprint import Fingerprint
+from .index import SQLiteIndex
+from .index.codecs import spots32
+from .index.redis import RedisIndex
+
+
+def export_to_sqlite(source: RedisIndex, out: str | Path) -> int:
+    """Copy ``source`` into the new SQLite index file ``out``; the number of records copied."""
+    out = Path(out)
+    if out.exists():
+        raise InputError(f"{out}: exists already; name a new file for the export")
+    new_ids: dict[int, int] = {}
+    with SQLiteIndex(out, source.config) as target, target.batch():
+        action = source.last_action()
+        if action:
+            target.begin_run(action)
+        for record in source.documents():
+            doc = record["id"]
+            rows = source._rows([doc])
+            fp = source._fingerprint(doc, rows[0][1]) if rows else Fingerprint()
+            skipped = record["skip_reason"] if record["status"] == "skipped" else None
+            fp = dataclasses.replace(
+                fp, spots=spots32(fp.spots), skip_reason=skipped, token_count=record["tokens"],
+                language=record["language"] or "und", title=record["title"] or "",
+                text=source.text(doc) or "",
+            )  # fmt: skip
+            of = record["duplicate_of"]
+            match = (new_ids[of], record["similarity"], record["method"]) if of in new_ids else None
+            where, key = (
+                v.decode("utf-8", "surrogatepass") if v else None
+                for v in source.r.hmget(source.k("doc", doc), "source", "url_key")
+            )
+            with target.transaction():
+                verdict = target.record(record["url"], fp, record["scope"], match, where, key)
+            new_ids[doc] = verdict.doc_id
+        if action:
+            target.end_run()
+    return len(new_ids)

@@ -1,0 +1,163 @@
+"""The offline scan: saved pages judged and recorded record by record, on the crawl's road.
+
+Pages are read by ``sources`` (a bad record is a logged skip), fingerprinted in a process pool
+in chunks, and judged by the Detector; a byte-identical copy of a recorded page is recorded
+without its extraction, and a page read before (its source) is skipped, so a scan resumes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import itertools
+import multiprocessing
+import sqlite3
+import sys
+
+from .config import MAX_WORKERS, DedupConfig
+from .detector import Detector
+from .exceptions import IndexFileError, InputError
+from .fingerprint import Fingerprint, fingerprint
+from .index import SQLiteIndex, Verdict
+from .report.clusters import load_clusters
+from .scope import scope_key
+from .signatures.exact import raw_hash
+from .sources import Page, Skips, check_input, read_pages
+
+
+def fingerprint_page(config: DedupConfig, page: Page, methods: frozenset[str] | None = None) -> Fingerprint:
+    """A saved page's fingerprint; pages that are already text skip the HTML extractor. A page
+    that breaks the fingerprint path is a page not judged (``error``), not a stopped scan."""
+    extractor = "text" if page.is_text else None
+    try:
+        return _fingerprint_page(config, page, methods, extractor)
+    except Exception as exc:  # MemoryError, RecursionError, a library bug on one page
+        return Fingerprint(skip_reason="error", skip_detail=f"{type(exc).__name__}: {exc}"[:300])
+
+
+def _fingerprint_page(
+    config: DedupConfig, page: Page, methods: frozenset[str] | None, extractor: str | None
+) -> Fingerprint:
+    return fingerprint(
+        page.body, config, content_type=page.content_type, methods=methods, extractor=extractor
+    )
+
+
+def config_of(args: argparse.Namespace) -> DedupConfig:
+    return DedupConfig.from_options({name: getattr(args, name) for name, _, _ in DedupConfig.docs()})
+
+
+def open_named_index(args: argparse.Namespace, config: DedupConfig | None = None):
+    """The index the arguments name: an SQLite file, or a Redis index with --redis and --redis-key."""
+    from .index.redis import RedisIndex
+
+    if not args.redis_key:
+        raise InputError("--redis needs --redis-key: the index's key prefix (a crawl's is <spider>:neardup)")
+    if config is None:
+        return RedisIndex.open_existing(args.redis, args.redis_key)
+    return RedisIndex(args.redis, config, args.redis_key)
+
+
+def run_scan(args: argparse.Namespace) -> int:
+    if not 1 <= args.batch <= 1_000_000:
+        raise InputError(f"--batch: must be between 1 and 1,000,000, got {args.batch}")
+    if not 0 <= args.workers <= MAX_WORKERS:
+        raise InputError(f"--workers: must be between 0 and {MAX_WORKERS}, got {args.workers}")
+    if any(not str(path).strip() for path in args.paths):
+        raise InputError("an empty path was given (an unset variable?); name a file or folder")
+    config = config_of(args)
+    for path in args.paths:  # before the index file is made
+        check_input(path)
+    counts = {"scanned": 0, "duplicates": 0, "skipped": 0, "already": 0}
+    skips = Skips()
+    progress = sys.stderr.isatty()
+    pool = multiprocessing.get_context("spawn").Pool(args.workers) if args.workers > 0 else None
+    sign = functools.partial(fingerprint_page, config)  # picklable: config is a frozen dataclass
+    try:
+        index = SQLiteIndex(args.db, config) if args.db else open_named_index(args, config)
+        with Detector(config, index) as detector:
+            pages = (
+                page for path in args.paths for page in read_pages(path, args.field, skips, config.max_body)
+            )
+            while chunk := list(itertools.islice(pages, args.batch)):
+                fresh = _unrecorded(chunk, detector)
+                counts["already"] += len(chunk) - len(fresh)
+                # Byte-identical copies of recorded pages are recorded without their extraction.
+                originals = {p.source: _raw_original(detector, p) for p in fresh}
+                rest = [page for page in fresh if originals[page.source] is None]
+                fps = iter(pool.map(sign, rest, chunksize=8) if pool else map(sign, rest))
+                with detector.index.batch():
+                    for page in fresh:
+                        original = originals[page.source]
+                        verdict = (
+                            _record_page(detector, page, next(fps), skips)
+                            if original is None
+                            else _record_copy(detector, page, *original, skips)
+                        )
+                        if verdict is None:
+                            continue
+                        already = verdict.revisit is not None  # another scan recorded it meanwhile
+                        counts["already" if already else "scanned"] += 1
+                        counts["duplicates"] += verdict.duplicate and not already
+                        counts["skipped"] += not verdict.judged
+                if progress:
+                    print(f"\rscanned {counts['scanned']} pages, {counts['duplicates']} duplicates",
+                          end="", file=sys.stderr, flush=True)  # fmt: skip
+            summary = load_clusters(detector.index)  # counts and clusters, no member dicts
+    finally:
+        if pool:
+            pool.terminate()
+    if progress:
+        print(file=sys.stderr)
+    unread = sum(skips.counts.values())
+    reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(skips.counts.items()))
+    print(
+        f"scanned {counts['scanned']} pages ({counts['already']} already in the index): "
+        f"{counts['duplicates']} duplicates, {counts['skipped']} not judged"
+        + (f"; {unread} records skipped ({reasons})" if unread else "")
+        + f".\nindex {args.db or args.redis_key}: {summary.documents} documents, "
+        f"{summary.duplicates} duplicates, "
+        f"{len(summary.clusters)} clusters."
+    )
+    return 1 if unread and not counts["scanned"] and not counts["already"] else 0
+
+
+def _unrecorded(chunk: list[Page], detector: Detector) -> list[Page]:
+    """The pages of a chunk not yet in the index, each source once (the first of its names)."""
+    fresh: dict[str, Page] = {}
+    for page in chunk:
+        if page.source not in fresh and not detector.index.contains_source(page.source):
+            fresh[page.source] = page
+    return list(fresh.values())
+
+
+def _raw_original(detector: Detector, page: Page) -> tuple[int, int] | None:
+    """(raw hash, original) when the page's body is byte-identical to an admitted page's."""
+    raw = raw_hash(page.body)
+    original = detector.index.find_raw(raw, scope_key(page.url, detector.config.scope))
+    return None if original is None else (raw, original)
+
+
+def _record_page(detector: Detector, page: Page, fp: Fingerprint, skips: Skips) -> Verdict | None:
+    """Check and record one page; a failure of this page alone is skipped and counted, a failure
+    of the index (a full disk, a corrupt file) stops the scan with a one-line error."""
+    return _recording(detector, page, skips, lambda: detector.check(page.url, fp=fp, source=page.source))
+
+
+def _record_copy(detector: Detector, page: Page, raw: int, original: int, skips: Skips) -> Verdict | None:
+    scope = scope_key(page.url, detector.config.scope)
+    return _recording(
+        detector, page, skips, lambda: detector.index.record_copy(page.url, raw, original, scope, page.source)
+    )
+
+
+def _recording(detector: Detector, page: Page, skips: Skips, record) -> Verdict | None:
+    try:
+        return record()
+    except sqlite3.Error as exc:
+        raise IndexFileError(detector.index.path, f"failed while recording pages ({exc})") from None
+    except Exception as exc:
+        if type(exc).__module__.startswith("redis"):  # the Redis index failed, not this page
+            raise IndexFileError(detector.index.path, f"failed while recording pages ({exc})") from None
+        skips("error", page.source, f"could not be recorded ({type(exc).__name__}: {exc})"[:300])
+        return None
