@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-test
 DEMO_STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench bench-quality clean
+.PHONY: demo demo-redis test lint bench bench-quality clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,12 @@ lint: $(STAMP)
 # the stats and the report's path (example_project/output/report.html).
 demo: $(DEMO_STAMP)
 	$(BIN)/python example_project/run_demo.py
+
+# Two crawler processes sharing one local redis-server: scrapy-redis's queue and the Redis index
+# (needs redis-server on the PATH: apt-get install redis-server).
+demo-redis: $(DEMO_STAMP)
+	$(BIN)/pip install -q -e '.[redis]' 'scrapy-redis>=0.9'
+	$(BIN)/python example_project/run_redis_demo.py
 
 bench: $(STAMP)
 	$(BIN)/pip install -q -e '.[bench]'

@@ -30,10 +30,12 @@ class NewsSpider(scrapy.Spider):
     # Keep .pdf links: the demo shows that non-HTML responses pass through untouched.
     link_extractor = LinkExtractor(deny_extensions=[ext for ext in IGNORED_EXTENSIONS if ext != "pdf"])
 
-    def __init__(self, start_url: str | None = None, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, start_url: str | None = None, seed: str = "1", *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.start_url = start_url
         self.site = ""
+        # ``-a seed=0``: another crawler seeds a shared queue (scrapy-redis); this one only takes from it.
+        self.seed = seed not in ("0", "false", "no")
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> NewsSpider:
@@ -52,7 +54,8 @@ class NewsSpider(scrapy.Spider):
         return spider
 
     async def start(self) -> AsyncIterator[scrapy.Request]:
-        yield scrapy.Request(self.start_url, callback=self.parse)
+        if self.seed:
+            yield scrapy.Request(self.start_url, callback=self.parse)
 
     def parse(self, response: Response) -> Iterator[PageItem | scrapy.Request]:
         if not isinstance(response, HtmlResponse):

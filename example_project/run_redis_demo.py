@@ -1,0 +1,119 @@
+"""Two crawler processes, one Redis: a shared queue (scrapy-redis) and a shared index (scrapy-neardup).
+
+    python example_project/run_redis_demo.py
+
+Starts a redis-server on 127.0.0.1 (a free port, nothing kept), serves the bundled news site,
+and runs two ``scrapy crawl news`` processes against both: the first seeds scrapy-redis's shared
+request queue with the start URL, the second only takes requests from it, and both check every
+page against one Redis index (``NEARDUP_BACKEND = "redis"``). Each writes its own items feed;
+the union of the two feeds must hold every original page of the site once and none of its
+copies, whichever process fetched a copy or its original. Exit status 0 when it does.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from run_demo import HERE, OUTPUT, SITE, check_truth, serve, site_path
+
+CRAWLS = ("first", "second")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def start_redis(folder: str) -> tuple[subprocess.Popen, str]:
+    server = shutil.which("redis-server")
+    if server is None:
+        sys.exit("run_redis_demo: redis-server is not installed (Debian: apt-get install redis-server)")
+    port = free_port()
+    process = subprocess.Popen(
+        [server, "--port", str(port), "--bind", "127.0.0.1", "--dir", folder, "--save", ""],
+        stdout=subprocess.DEVNULL,
+    )
+    for _ in range(200):
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.1):
+                return process, f"redis://127.0.0.1:{port}/0"
+        except OSError:
+            time.sleep(0.05)
+    process.kill()
+    sys.exit(f"run_redis_demo: redis-server did not start on port {port}")
+
+
+def crawl(name: str, start_url: str, redis_url: str) -> subprocess.Popen:
+    settings = {
+        "NEARDUP_BACKEND": "redis", "REDIS_URL": redis_url, "NEARDUP_REPORT": "",
+        "SCHEDULER": "scrapy_redis.scheduler.Scheduler", "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
+        "CONCURRENT_REQUESTS": "2", "DOWNLOAD_DELAY": "0.2", "LOG_FILE": str(OUTPUT / f"redis-{name}.log"),
+        "STATS_FILE": str(OUTPUT / f"redis-{name}-stats.json"),
+    }  # fmt: skip
+    command = [sys.executable, "-m", "scrapy", "crawl", "news", "-a", f"start_url={start_url}"]
+    if name != "first":
+        command += ["-a", "seed=0"]  # takes requests from the queue the first crawler seeds
+    command += ["-O", f"{OUTPUT / f'redis-{name}.jsonl'}:jsonlines"]
+    for key, value in settings.items():
+        command += ["-s", f"{key}={value}"]
+    print(f"$ scrapy crawl news ({name}) with NEARDUP_BACKEND=redis and scrapy-redis's scheduler")
+    return subprocess.Popen(command, cwd=HERE)
+
+
+def main() -> int:
+    OUTPUT.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="neardup-redis-") as folder:
+        redis_process, redis_url = start_redis(folder)
+        server = serve(SITE)
+        start_url = f"http://127.0.0.1:{server.server_address[1]}/"
+        print(f"Serving {SITE.relative_to(HERE.parent)}/ at {start_url}; Redis at {redis_url}")
+        try:
+            first = crawl("first", start_url, redis_url)
+            time.sleep(2)  # the first crawler seeds the queue; the second joins while it is full
+            second = crawl("second", start_url, redis_url)
+            codes = [first.wait(300), second.wait(300)]
+            report = OUTPUT / "redis-report.html"
+            cli = Path(sys.executable).parent / "scrapy-neardup"
+            where = ["--redis", redis_url, "--redis-key", "news:neardup"]
+            subprocess.run([str(cli), "report", *where, "-o", str(report)], check=False)
+            done = subprocess.run(
+                [str(cli), "report", *where, "--format", "json"], capture_output=True, text=True
+            )
+            found = json.loads(done.stdout).get("clusters", []) if done.returncode == 0 else []
+        finally:
+            server.shutdown()
+            server.server_close()
+            redis_process.terminate()
+            redis_process.wait(10)
+    items = {name: _items(OUTPUT / f"redis-{name}.jsonl") for name in CRAWLS}
+    for name in CRAWLS:
+        stats = json.loads((OUTPUT / f"redis-{name}-stats.json").read_text()) if codes else {}
+        dropped = stats.get("neardup/dropped", 0)
+        print(f"  {name}: {len(items[name])} items stored, {dropped} copies dropped "
+              f"({', '.join(sorted(site_path(i['url']) for i in items[name]))[:120]}...)")  # fmt: skip
+    union = items["first"] + items["second"]
+    problems = check_truth(union, found)
+    if any(codes) or problems:
+        print(f"\nexit statuses {codes}; differences from site/truth.json:", *problems[:10], sep="\n  ")
+        return 1
+    print(f"\nThe two crawlers stored {len(union)} items between them: every original page of the site once, "
+          f"no copy. Report: {report.relative_to(HERE.parent)}")  # fmt: skip
+    return 0
+
+
+def _items(path: Path) -> list[dict]:
+    return (
+        [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
