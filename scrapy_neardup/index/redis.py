@@ -30,7 +30,7 @@ from ..exceptions import IndexFileError, MissingExtraError
 from ..fingerprint import Fingerprint
 from ..signatures.imatch import CollectionStats
 from ..text import storable
-from . import schema
+from . import redis_spots, schema
 from .base import Conflict, Earlier, Match, Verdict
 from .bounds import may_match
 from .codecs import array_blob, extra_json, row_fingerprint, signed, spots_blob, unsigned
@@ -49,9 +49,11 @@ except ImportError:  # pragma: no cover - the extra is missing
 logger = logging.getLogger(__name__)
 
 _SIGNATURES = (
-    b"status", b"scope", b"exact", b"simhash", b"spot_size", b"spots", b"minhash", b"minhash_bands",
+    b"url", b"status", b"scope", b"exact", b"simhash", b"spot_size", b"spots", b"minhash", b"minhash_bands",
     b"super_shingles", b"imatch", b"ksentence", b"tokens", b"language", b"extra", b"run", b"raw_hash",
 )  # fmt: skip
+# What the exact bounds read of each candidate before its signatures (``bounds``).
+_BOUNDS = (b"url", b"status", b"scope", b"exact", b"simhash", b"spot_size", b"spots")
 # What a byte-identical copy's record takes from its original's.
 _COPIED = (b"title", b"tokens", b"language", b"raw_hash", b"exact", b"simhash", b"spot_size")
 
@@ -81,6 +83,7 @@ class RedisIndex(RedisReading, RedisSpots, RedisRuns):
         self.classes: SpotClasses | None = None
         self._watching: Any = None  # the transaction's pipeline, WATCHing what it reads
         self._writes: list[Callable[[Any], None]] = []
+        self._urls: dict[int, bytes] = {}  # URLs of the records a transaction read (``url_of``)
         try:
             self.r = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
             self.r.ping()
@@ -141,12 +144,20 @@ class RedisIndex(RedisReading, RedisSpots, RedisRuns):
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
         """Reads WATCHed as they are made, writes queued and sent in one MULTI/EXEC at the end."""
-        self._freeze_if_due()
         with self.r.pipeline(transaction=True) as pipe:
-            self._watching, self._writes = pipe, []
+            self._watching, self._writes, self._urls = pipe, [], {}
             try:
                 pipe.watch(self.k("meta"))  # a freeze of the spot order changes it
-                self._load_order()
+                if self.classes is None and "spotsigs" in self.config.methods:
+                    frozen, spotted = self._query(
+                        [("HGET", self.k("meta"), "spot_order"), ("SCARD", self.k("spotted"))]
+                    )
+                    if frozen:
+                        self._load_order()
+                    elif spotted >= redis_spots.FREEZE_AT:
+                        pipe.reset()
+                        self._freeze()
+                        raise Conflict(self.path)  # judged again, in the frozen order
                 yield
                 pipe.multi()
                 for write in self._writes:
@@ -161,16 +172,34 @@ class RedisIndex(RedisReading, RedisSpots, RedisRuns):
         """Each page is its own transaction in Redis (a scan's batch is no larger unit here)."""
         return contextlib.nullcontext(self)
 
-    def _read(self, keys: list[bytes], fetch: Callable[[Any, bytes], Any]) -> list[Any]:
-        """WATCH ``keys`` (inside a transaction), then read them in one round trip."""
-        if not keys:
+    def _query(self, commands: list[tuple], watch: list[bytes] | tuple = ()) -> list[Any]:
+        """Send ``commands`` in one round trip; inside a transaction, WATCH ``watch`` first in the same
+        trip, on the transaction's connection (a key must be watched before it is read)."""
+        if self._watching is None:
+            pipe = self.r.pipeline(transaction=False)
+            for command in commands:
+                pipe.execute_command(*command)
+            return pipe.execute() if commands else []
+        watched = [("WATCH", *watch)] if watch else []
+        if not watched and not commands:
             return []
-        if self._watching is not None:
-            self._watching.watch(*keys)
-        pipe = self.r.pipeline(transaction=False)
-        for key in keys:
-            fetch(pipe, key)
-        return pipe.execute()
+        connection = self._watching.connection  # made by the transaction's first WATCH
+        connection.send_packed_command(connection.pack_commands([*watched, *commands]))
+        replies = []
+        for _ in range(len(watched) + len(commands)):
+            try:
+                replies.append(connection.read_response())
+            except redis.exceptions.NoScriptError as exc:  # a restarted server forgot the script
+                self._gather_loaded = None
+                replies.append(exc)
+        if any(isinstance(reply, Exception) for reply in replies):
+            commands = [(c[0], self._gather_sha, *c[2:]) if c[0] == "EVALSHA" else c for c in commands]
+            return self._query(commands, watch)
+        return replies[len(watched) :]
+
+    def _read(self, keys: list[bytes], fetch: Callable[[Any, bytes], Any]) -> list[Any]:
+        """WATCH ``keys`` (inside a transaction), then read them: ``fetch(key)`` is each key's command."""
+        return self._query([fetch(key) for key in keys], keys) if keys else []
 
     def _write(self, work: Callable[[Any], None]) -> None:
         if self._watching is None:  # outside a transaction: a write of its own
@@ -195,9 +224,9 @@ class RedisIndex(RedisReading, RedisSpots, RedisRuns):
         scope_id = self._scope_id(scope, create=self._watching is not None)  # see candidates
         if scope_id is None:
             return None
-        (members,) = self._read([self.k("url", scope_id, storable(key))], lambda p, k: p.smembers(k))
+        (members,) = self._read([self.k("url", scope_id, storable(key))], lambda k: ("SMEMBERS", k))
         ids = sorted((int(i) for i in members), reverse=True)
-        rows = self._read([self.k("doc", i) for i in ids], lambda p, k: p.hmget(k, "status", "exact", "run"))
+        rows = self._read([self.k("doc", i) for i in ids], lambda k: ("HMGET", k, "status", "exact", "run"))
         rows = [
             (i, s.decode(), exact, int(run) if run else None)
             for i, (s, exact, run) in zip(ids, rows, strict=True)
@@ -220,7 +249,8 @@ class RedisIndex(RedisReading, RedisSpots, RedisRuns):
         self._write(lambda pipe: pipe.hset(self.k("doc", doc_id), "run", run if run is not None else ""))
 
     def url_of(self, doc_id: int) -> str:
-        return self.r.hget(self.k("doc", doc_id), "url").decode("utf-8", "surrogatepass")
+        url = self._urls.get(doc_id) or self.r.hget(self.k("doc", doc_id), "url")
+        return url.decode("utf-8", "surrogatepass")
 
     # --- byte-identical copies --------------------------------------------------------------
 
@@ -259,10 +289,9 @@ class RedisIndex(RedisReading, RedisSpots, RedisRuns):
 
     def term_stats(self, terms: tuple[str, ...]) -> CollectionStats:
         docs_key, df_key = self.k("imatch_docs"), self.k("df")
-        if self._watching is not None:
-            self._watching.watch(docs_key, df_key)
-        docs = self.r.get(docs_key)
-        counts = self.r.hmget(df_key, list(terms)) if terms else []
+        commands = [("GET", docs_key)] + ([("HMGET", df_key, *terms)] if terms else [])
+        docs, *more = self._query(commands, [docs_key, df_key])
+        counts = more[0] if more else []
         return CollectionStats(int(docs or 0), {t: int(n) for t, n in zip(terms, counts, strict=True) if n})
 
     def candidates(self, probe: Fingerprint, scope: str) -> Iterator[tuple[int, Fingerprint]]:
@@ -272,32 +301,27 @@ class RedisIndex(RedisReading, RedisSpots, RedisRuns):
         keys = [
             self.k("lk", k) for k in lookup_keys(probe, scope_id, self.config, simhash=self._probe_simhash)
         ]
-        spot_keys, parts, needs = self._probe_keys(probe.spots, scope_id)
-        lists = [self.k("sl", key) for key in spot_keys]
-        if self._watching is not None and (keys or lists):
-            self._watching.watch(*keys, *lists)
-        pipe = self.r.pipeline(transaction=False)
-        for key in keys:
-            pipe.smembers(key)
-        for start in range(0, len(lists), 1000):
-            pipe.mget(lists[start : start + 1000])
-        answers = pipe.execute()
+        buckets, parts, needs = self._probe_fields(probe.spots, scope_id)
+        commands = [("SMEMBERS", key) for key in keys] + ([self._gather(buckets)] if buckets else [])
+        answers = self._query(commands, [*keys, *(bucket for bucket, _ in buckets)])
         found = {int(i) for members in answers[: len(keys)] for i in members}
-        blobs = [blob for chunk in answers[len(keys) :] for blob in chunk]
-        if lists:
-            rows = [(key, blob) for key, blob in zip(spot_keys, blobs, strict=True) if blob]
-            found.update(shared(rows, parts, needs))
-        rows = self._admitted(sorted(found), scope_id)
+        if buckets:
+            fields = [field for _, bucket_fields in buckets for field in bucket_fields]
+            lists = [(field, blob) for field, blob in zip(fields, answers[-1], strict=True) if blob]
+            found.update(shared(lists, parts, needs))
+        # The few fields the bounds need first; every signature only for the candidates that pass.
+        rows = self._admitted(sorted(found), scope_id, _BOUNDS)
         bounds = [(i, v[b"exact"], _int(v[b"simhash"]), _int(v[b"spot_size"]), v[b"spots"]) for i, v in rows]
-        survivors = {row[0] for row in may_match(probe, bounds, self.config)}
-        yield from ((i, self._fingerprint(i, v)) for i, v in rows if i in survivors)
+        survivors = [row[0] for row in may_match(probe, bounds, self.config)]
+        yield from ((i, self._fingerprint(i, v)) for i, v in self._admitted(survivors, scope_id))
 
-    def _rows(self, ids: list[int]) -> list[tuple[int, dict[bytes, Any]]]:
-        """The stored fields of these documents (``_SIGNATURES``), WATCHed, in id order."""
-        rows = self._read([self.k("doc", i) for i in ids], lambda p, k: p.hmget(k, *_SIGNATURES))
-        return [
-            (i, dict(zip(_SIGNATURES, row, strict=True))) for i, row in zip(ids, rows, strict=True) if row[0]
-        ]
+    def _rows(self, ids: list[int], fields: tuple[bytes, ...] = ()) -> list[tuple[int, dict[bytes, Any]]]:
+        """These documents' ``fields`` (default ``_SIGNATURES``, URL first), WATCHed, in id order."""
+        fields = fields or _SIGNATURES
+        rows = self._read([self.k("doc", i) for i in ids], lambda k: ("HMGET", k, *fields))
+        found = [(i, dict(zip(fields, row, strict=True))) for i, row in zip(ids, rows, strict=True) if row[0]]
+        self._urls.update((i, values[b"url"]) for i, values in found)
+        return found
 
     @staticmethod
     def _fingerprint(doc: int, values: dict[bytes, Any]) -> Fingerprint:
@@ -310,9 +334,14 @@ class RedisIndex(RedisReading, RedisSpots, RedisRuns):
         raw = _int(values[b"raw_hash"])
         return dataclasses.replace(fp, raw_hash=unsigned(raw) << 64) if raw is not None else fp
 
-    def _admitted(self, ids: list[int], scope_id: int | None) -> list[tuple[int, dict[bytes, Any]]]:
+    def _admitted(
+        self, ids: list[int], scope_id: int | None, fields: tuple[bytes, ...] = ()
+    ) -> list[tuple[int, dict[bytes, Any]]]:
+        """The rows of those ``ids`` that are admitted pages of the scope (their URLs kept for ``url_of``)."""
         return [
-            (i, v) for i, v in self._rows(ids) if v[b"status"] == b"unique" and _int(v[b"scope"]) == scope_id
+            (i, v)
+            for i, v in self._rows(ids, fields)
+            if v[b"status"] == b"unique" and _int(v[b"scope"]) == scope_id
         ]
 
     # --- storage --------------------------------------------------------------------------
@@ -366,7 +395,7 @@ class RedisIndex(RedisReading, RedisSpots, RedisRuns):
                 self.k("lk", k)
                 for k in lookup_keys(fp, scope_id, self.config, simhash=self.stores_simhash, raw=True)
             ]
-        spot_keys = self._posting_keys(spots, scope_id) if status == "unique" else []
+        spot_fields = self._posting_fields(spots, scope_id) if status == "unique" else []
         text = None
         if self.config.keep_text and fp.text:
             text = zlib.compress(storable(fp.text[: self.config.keep_text]).encode("utf-8"), 6)
@@ -376,9 +405,8 @@ class RedisIndex(RedisReading, RedisSpots, RedisRuns):
             self._store(pipe, doc_id, row, old[0] if old else None, scope_id, key, source, url)
             for lk in posting:
                 pipe.sadd(lk, doc_id)
-            for sl in spot_keys:
-                pipe.append(sl, doc_id.to_bytes(4, "little"))
-            if spot_keys:
+            if spot_fields:
+                self._append(pipe, doc_id, spot_fields)
                 pipe.sadd(self.k("spotted"), doc_id)
             if terms:
                 for term in terms:

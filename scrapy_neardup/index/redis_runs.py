@@ -64,5 +64,5 @@ class RedisRuns:
     def unconfirmed(self, ids: list[int]) -> set[int]:
         if not self._unclean or not ids:
             return set()
-        runs = self._read([self.k("doc", i) for i in ids], lambda p, key: p.hget(key, "run"))
+        runs = self._read([self.k("doc", i) for i in ids], lambda key: ("HGET", key, "run"))
         return {i for i, run in zip(ids, runs, strict=True) if run and int(run) in self._unclean}
