@@ -1,0 +1,141 @@
+"""A Redis index's connection: its meta checked at opening, and its optimistic transactions.
+
+A transaction WATCHes each key before it reads it (``_query`` sends the WATCH and the reads in
+one round trip, on the transaction's own connection) and queues its writes, which go in one
+MULTI/EXEC when it ends; a key changed by another client in between makes EXEC write nothing
+(``Conflict``: the Detector judges the page again).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..config import DedupConfig
+from ..exceptions import IndexFileError
+from . import redis_spots, schema
+from .base import Conflict
+
+try:
+    import redis
+except ImportError:  # pragma: no cover - without the extra, RedisIndex refuses to start
+    redis = None
+
+
+def safe_url(url: str) -> str:
+    """A Redis URL without its password, for messages."""
+    parts = urlsplit(url)
+    if parts.password:
+        return url.replace(f":{parts.password}@", ":***@", 1)
+    return url
+
+
+class RedisConnection:
+    """Opening and transactions of a Redis index (``r``, ``k``, ``config``, ``path``)."""
+
+    r: Any
+    path: str
+    config: DedupConfig
+    _probe_simhash: bool
+    _watching: Any
+    _writes: list[Callable[[Any], None]]
+    _urls: dict[int, bytes]
+
+    def k(self, *parts: object) -> bytes:
+        raise NotImplementedError
+
+    def _open(self) -> None:
+        meta_key = self.k("meta")
+        with self.r.pipeline() as pipe:
+            try:
+                pipe.watch(meta_key)
+                if not pipe.exists(meta_key):
+                    pipe.multi()
+                    pipe.hset(meta_key, mapping=dict(schema.meta_rows(self.config, self._probe_simhash)))
+                    pipe.execute()
+            except redis.WatchError:
+                pass  # another process created it meanwhile
+        meta = {k.decode(): v.decode() for k, v in self.r.hgetall(meta_key).items()}
+        if meta.get("schema") != str(schema.SCHEMA_VERSION):
+            raise IndexFileError(self.path, f"has schema version {meta.get('schema')}; this release reads 1")
+        try:
+            self.keys, self.stores_simhash = schema.spot_keys(meta, self.config, self.path)
+        except (KeyError, ValueError, TypeError, IndexError) as exc:
+            raise IndexFileError(self.path, f"has damaged settings in its meta ({exc!r})") from None
+        if self._probe_simhash and not self.stores_simhash and "simhash" in self.config.methods:
+            raise IndexFileError(
+                self.path,
+                "has no SimHash lookup keys, which this NEARDUP_SIMHASH_CONFIRM needs; use a new prefix",
+            )
+
+    # --- transactions ---------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Reads WATCHed as they are made, writes queued and sent in one MULTI/EXEC at the end."""
+        with self.r.pipeline(transaction=True) as pipe:
+            self._watching, self._writes, self._urls = pipe, [], {}
+            try:
+                pipe.watch(self.k("meta"))  # a freeze of the spot order changes it
+                if self.classes is None and "spotsigs" in self.config.methods:
+                    frozen, spotted = self._query(
+                        [("HGET", self.k("meta"), "spot_order"), ("SCARD", self.k("spotted"))]
+                    )
+                    if frozen:
+                        self._load_order()
+                    elif spotted >= redis_spots.FREEZE_AT:
+                        pipe.reset()
+                        self._freeze()
+                        raise Conflict(self.path)  # judged again, in the frozen order
+                yield
+                pipe.multi()
+                for write in self._writes:
+                    write(pipe)
+                pipe.execute()
+            except redis.WatchError:
+                raise Conflict(self.path) from None
+            finally:
+                self._watching, self._writes = None, []
+
+    def batch(self) -> contextlib.AbstractContextManager[Any]:
+        """Each page is its own transaction in Redis (a scan's batch is no larger unit here)."""
+        return contextlib.nullcontext(self)
+
+    def _query(self, commands: list[tuple], watch: list[bytes] | tuple = ()) -> list[Any]:
+        """Send ``commands`` in one round trip; inside a transaction, WATCH ``watch`` first in the same
+        trip, on the transaction's connection (a key must be watched before it is read)."""
+        if self._watching is None:
+            pipe = self.r.pipeline(transaction=False)
+            for command in commands:
+                pipe.execute_command(*command)
+            return pipe.execute() if commands else []
+        watched = [("WATCH", *watch)] if watch else []
+        if not watched and not commands:
+            return []
+        connection = self._watching.connection  # made by the transaction's first WATCH
+        connection.send_packed_command(connection.pack_commands([*watched, *commands]))
+        replies = []
+        for _ in range(len(watched) + len(commands)):
+            try:
+                replies.append(connection.read_response())
+            except redis.exceptions.NoScriptError as exc:  # a restarted server forgot the script
+                self._gather_loaded = None
+                replies.append(exc)
+        if any(isinstance(reply, Exception) for reply in replies):
+            commands = [(c[0], self._gather_sha, *c[2:]) if c[0] == "EVALSHA" else c for c in commands]
+            return self._query(commands, watch)
+        return replies[len(watched) :]
+
+    def _read(self, keys: list[bytes], fetch: Callable[[Any, bytes], Any]) -> list[Any]:
+        """WATCH ``keys`` (inside a transaction), then read them: ``fetch(key)`` is each key's command."""
+        return self._query([fetch(key) for key in keys], keys) if keys else []
+
+    def _write(self, work: Callable[[Any], None]) -> None:
+        if self._watching is None:  # outside a transaction: a write of its own
+            with self.r.pipeline(transaction=True) as pipe:
+                work(pipe)
+                pipe.execute()
+        else:
+            self._writes.append(work)
