@@ -35,7 +35,7 @@ from .bounds import may_match
 from .codecs import array_blob, extra_json, row_fingerprint, signed, spots_blob, unsigned
 from .lookup_keys import lookup_keys, raw_key
 from .pruning import SpotClasses
-from .redis_connection import RedisConnection, safe_url
+from .redis_connection import RedisConnection, reply_int, reply_text, safe_url
 from .redis_reading import RedisReading
 from .redis_runs import RedisRuns
 from .redis_spots import RedisSpots
@@ -209,7 +209,10 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns):
             found.update(shared(lists, parts, needs))
         # The few fields the bounds need first; every signature only for the candidates that pass.
         rows = self._admitted(sorted(found), scope_id, _BOUNDS)
-        bounds = [(i, v[b"exact"], _int(v[b"simhash"]), _int(v[b"spot_size"]), v[b"spots"]) for i, v in rows]
+        bounds = [
+            (i, v[b"exact"], reply_int(v[b"simhash"]), reply_int(v[b"spot_size"]), v[b"spots"])
+            for i, v in rows
+        ]
         survivors = [row[0] for row in may_match(probe, bounds, self.config)]
         yield from ((i, self._fingerprint(i, v)) for i, v in self._admitted(survivors, scope_id))
 
@@ -223,13 +226,13 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns):
 
     @staticmethod
     def _fingerprint(doc: int, values: dict[bytes, Any]) -> Fingerprint:
+        v, number = values, reply_int
         fp = row_fingerprint((
-            doc, values[b"exact"], _int(values[b"simhash"]), _int(values[b"spot_size"]), values[b"spots"],
-            values[b"minhash"], values[b"minhash_bands"], values[b"super_shingles"], values[b"imatch"],
-            _int(values[b"ksentence"]), _int(values[b"tokens"]) or 0, _text(values[b"language"]),
-            _text(values[b"extra"]),
+            doc, v[b"exact"], number(v[b"simhash"]), number(v[b"spot_size"]), v[b"spots"], v[b"minhash"],
+            v[b"minhash_bands"], v[b"super_shingles"], v[b"imatch"], number(v[b"ksentence"]),
+            number(v[b"tokens"]) or 0, reply_text(v[b"language"]), reply_text(v[b"extra"]),
         ))  # fmt: skip
-        raw = _int(values[b"raw_hash"])
+        raw = reply_int(values[b"raw_hash"])
         return dataclasses.replace(fp, raw_hash=unsigned(raw) << 64) if raw is not None else fp
 
     def _admitted(
@@ -239,7 +242,7 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns):
         return [
             (i, v)
             for i, v in self._rows(ids, fields)
-            if v[b"status"] == b"unique" and _int(v[b"scope"]) == scope_id
+            if v[b"status"] == b"unique" and reply_int(v[b"scope"]) == scope_id
         ]
 
     # --- storage --------------------------------------------------------------------------
@@ -373,11 +376,3 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _int(value: bytes | None) -> int | None:
-    return int(value) if value not in (None, b"") else None
-
-
-def _text(value: bytes | None) -> str | None:
-    return value.decode("utf-8", "surrogatepass") if value is not None else None

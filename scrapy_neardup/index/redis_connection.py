@@ -24,6 +24,15 @@ except ImportError:  # pragma: no cover - without the extra, RedisIndex refuses 
     redis = None
 
 
+def reply_int(value: bytes | None) -> int | None:
+    """An integer field as Redis returns it (None when missing or empty)."""
+    return int(value) if value not in (None, b"") else None
+
+
+def reply_text(value: bytes | None) -> str | None:
+    return value.decode("utf-8", "surrogatepass") if value not in (None, b"") else None
+
+
 def safe_url(url: str) -> str:
     """A Redis URL without its password, for messages."""
     parts = urlsplit(url)

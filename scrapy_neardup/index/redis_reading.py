@@ -9,6 +9,7 @@ from typing import Any
 
 from ..text import storable
 from .records import clean_record
+from .redis_connection import reply_int, reply_text
 
 logger = logging.getLogger(__name__)
 
@@ -16,14 +17,6 @@ _RECORD = (
     b"url", b"title", b"scope", b"seen_at", b"status", b"skip_reason", b"tokens", b"language",
     b"duplicate_of", b"similarity", b"method",
 )  # fmt: skip
-
-
-def _int(value: bytes | None) -> int | None:
-    return int(value) if value not in (None, b"") else None
-
-
-def _value(value: bytes | None) -> str | None:
-    return value.decode("utf-8", "surrogatepass") if value not in (None, b"") else None
 
 
 class RedisReading:
@@ -48,8 +41,8 @@ class RedisReading:
             for doc, row in zip(chunk, self._hmget([self.k("doc", i) for i in chunk], _RECORD), strict=True):
                 if row[4] is None:
                     continue
-                record = {"id": doc, **{f.decode(): _value(v) for f, v in zip(_RECORD, row, strict=True)}}
-                record["scope"] = scopes.get(_int(row[2]), "")
+                record = {"id": doc, **{f.decode(): reply_text(v) for f, v in zip(_RECORD, row, strict=True)}}
+                record["scope"] = scopes.get(reply_int(row[2]), "")
                 for name in ("seen_at", "similarity"):
                     record[name] = float(record[name]) if record[name] is not None else None
                 for name in ("tokens", "duplicate_of"):

@@ -7,15 +7,8 @@ import socket
 import time
 from typing import Any
 
+from .redis_connection import reply_int, reply_text
 from .runs import running
-
-
-def _int(value: bytes | None) -> int | None:
-    return int(value) if value not in (None, b"") else None
-
-
-def _text(value: bytes | None) -> str | None:
-    return value.decode("utf-8", "surrogatepass") if value is not None else None
 
 
 class RedisRuns:
@@ -40,7 +33,7 @@ class RedisRuns:
         owners = self._hmget([self.k("run", i) for i in runs], (b"started_at", b"ended_at", b"host", b"pid"))
         unclean = [
             i for i, (started, ended, host, pid) in zip(runs, owners, strict=True)
-            if started and not ended and not running(float(started), _text(host), _int(pid))
+            if started and not ended and not running(float(started), reply_text(host), reply_int(pid))
         ]  # fmt: skip
         info = {"started_at": time.time(), "action": action, "host": socket.gethostname(), "pid": os.getpid()}
         self.r.hset(self.k("run", run), mapping=info)
