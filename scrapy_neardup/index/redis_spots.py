@@ -16,7 +16,7 @@ import numpy as np
 from ..config import DedupConfig
 from ..signatures.spotsigs import SpotSet
 from .codecs import blob_spots
-from .pruning import SpotClasses, overlap_needed, partition_of, partitions_covering, walk
+from .pruning import SpotClasses, walk
 from .spot_search import SpotKeys
 
 try:
@@ -158,13 +158,7 @@ class RedisSpots:
         """The lists a probe reads, as (hash, its fields): a spot's range of partitions is one hash."""
         if not self._searched(spots):
             return [], range(0), []
-        order, tau = walk(spots, self.classes), self.config.spotsigs_threshold
-        parts = partitions_covering(spots.size, tau)
-        own = self.keys.overlap_in(partition_of(spots.size, tau))
-        asked = [min(own, self.keys.overlap_in(p)) for p in parts]
-        needed = {k: overlap_needed(order, tau, k) for k in set(asked)}
-        needs = [needed[k] for k in asked]
-        ranges = self.keys.probe_ranges(order, scope_id, parts, needs, self.classes)
+        ranges, parts, needs = self.keys.probe(walk(spots, self.classes), scope_id, self.classes)
         by_bucket: dict[bytes, list[int]] = {}
         for low, high in ranges.tolist():
             by_bucket.setdefault(self._bucket(low), []).extend(range(low, high + 1))

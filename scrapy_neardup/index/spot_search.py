@@ -13,7 +13,16 @@ import numpy as np
 
 from ..signatures.spotsigs import SpotSet
 from .codecs import blob_spots, repeated_spots
-from .pruning import SpotClasses, Walk, partition_bounds, partition_of, prefix, probe_reach
+from .pruning import (
+    SpotClasses,
+    Walk,
+    overlap_needed,
+    partition_bounds,
+    partition_of,
+    partitions_covering,
+    prefix,
+    probe_reach,
+)
 
 # Distinct spots a SpotSigs match must share in both prefixes (``pruning.overlap_needed``).
 # At 100,000 pages (benchmarks/bench_index.py) 3 made the median check 7 % faster than 2 and
@@ -94,6 +103,21 @@ class SpotKeys:
             heads = np.where(spot_classes == 0, heads & bucket, heads)
         bases = ((np.uint64(scope) << np.uint64(32)) | heads) << np.uint64(12)
         return np.stack([bases | np.uint64(first), bases | last], axis=1).view(np.int64)
+
+    def probe(
+        self, order: Walk, scope: int, classes: SpotClasses | None
+    ) -> tuple[np.ndarray, range, list[int]]:
+        """A probe's key ranges, the partitions it covers and the shared spots each asks.
+
+        A probe may ask fewer shared spots than a partition was posted for: a page asks what
+        its own size is posted for, so smaller pages read no longer prefixes.
+        """
+        parts = partitions_covering(order.size, self.tau)
+        own = self.overlap_in(partition_of(order.size, self.tau))
+        asked = [min(own, self.overlap_in(p)) for p in parts]
+        needed = {k: overlap_needed(order, self.tau, k) for k in set(asked)}
+        needs = [needed[k] for k in asked]
+        return self.probe_ranges(order, scope, parts, needs, classes), parts, needs
 
     @staticmethod
     def partition(key: int) -> int:

@@ -15,7 +15,7 @@ from ..config import DedupConfig
 from ..exceptions import IndexFileError
 from ..signatures.spotsigs import SpotSet
 from .codecs import blob_spots
-from .pruning import SpotClasses, Walk, overlap_needed, partition_of, partitions_covering, walk
+from .pruning import SpotClasses, Walk, walk
 from .spot_search import MAX_DOC, SpotKeys, shared
 
 # Admitted documents after which spot frequency classes are frozen (a one-off re-posting of them).
@@ -128,15 +128,7 @@ class SpotLists:
 
     def candidates(self, spots: SpotSet, scope_id: int) -> list[int]:
         """Documents sharing enough spots of their prefixes with a probe of these ``spots``."""
-        order, tau = self._walk(spots), self.config.spotsigs_threshold
-        parts = partitions_covering(spots.size, tau)
-        # A probe may ask fewer shared spots than a partition was posted for: a page asks
-        # what its own size is posted for, so smaller pages read no longer prefixes.
-        own = self.keys.overlap_in(partition_of(spots.size, tau))
-        asked = [min(own, self.keys.overlap_in(p)) for p in parts]
-        needed = {k: overlap_needed(order, tau, k) for k in set(asked)}
-        needs = [needed[k] for k in asked]
-        ranges = self.keys.probe_ranges(order, scope_id, parts, needs, self.classes)
+        ranges, parts, needs = self.keys.probe(self._walk(spots), scope_id, self.classes)
         return self._sharing(ranges, parts, needs)
 
     def _sharing(self, ranges: np.ndarray, parts: range, needs: list[int]) -> list[int]:
