@@ -139,7 +139,11 @@ def clusters() -> list[dict[str, Any]]:
     )
     if done.returncode != 0:
         return []
-    return json.loads(done.stdout).get("clusters", [])
+    try:
+        return json.loads(done.stdout).get("clusters", [])
+    except ValueError:
+        print(f"scrapy-neardup report printed no JSON: {done.stdout[:200]!r} {done.stderr[-300:]!r}", file=sys.stderr)
+        return []
 
 
 def print_stats(stats: dict[str, Any], seconds: float, items: list[dict[str, Any]]) -> None:
@@ -232,7 +236,10 @@ def main() -> int:
         server.shutdown()
         server.server_close()
 
-    stats = json.loads(STATS.read_text(encoding="utf-8")) if STATS.exists() else {}
+    try:
+        stats = json.loads(STATS.read_text(encoding="utf-8")) if STATS.exists() else {}
+    except ValueError:  # a stats file cut short (another crawl writing it?): reported below as missing
+        stats = {}
     failures = []
     if code != 0:
         failures.append(f"scrapy exited with status {code}")
