@@ -102,9 +102,14 @@ def _redis(settings: BaseSettings, spider_name: str) -> tuple[str, str]:
         raise ConfigError("NEARDUP_REDIS_URL", f"expected redis://host:port/db or unix://, got {url!r}")
     pattern = _text(settings, "NEARDUP_REDIS_KEY", REDIS_KEY)
     try:
-        return url, pattern % {"spider": spider_name}
+        key = pattern % {"spider": spider_name}
     except (KeyError, ValueError, TypeError) as exc:
         raise ConfigError("NEARDUP_REDIS_KEY", f"may use %(spider)s only, got {pattern!r} ({exc})") from None
+    if not key or key.strip() != key or any(c in key for c in "*?[]\\"):
+        raise ConfigError(
+            "NEARDUP_REDIS_KEY", f"{key!r} cannot prefix an index's keys (empty, spaces or *?[]\\)"
+        )
+    return url, key
 
 
 def _number(settings: BaseSettings, name: str, default: Any, kind: type, low: Any, high: Any) -> Any:

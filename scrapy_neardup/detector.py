@@ -148,9 +148,7 @@ class Detector:
                 continue
             result = compare(probe, cand, self.config, self._verify_methods)
             if result.duplicate:
-                matches.append(
-                    (rank(result.method), -(result.similarity or 0.0), cand_id, result)
-                )
+                matches.append((rank(result.method), -(result.similarity or 0.0), cand_id, result))
                 if matches[-1][0] == 0 and not index.interrupted_runs:
                     break  # an exact copy: nothing ranks higher but an older one
         unconfirmed = index.unconfirmed([m[2] for m in matches])

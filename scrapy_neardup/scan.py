@@ -115,7 +115,7 @@ def run_scan(args: argparse.Namespace) -> int:
         f"scanned {counts['scanned']} pages ({counts['already']} already in the index): "
         f"{counts['duplicates']} duplicates, {counts['skipped']} not judged"
         + (f"; {unread} records skipped ({reasons})" if unread else "")
-        + f".\nindex {args.db or args.redis_key}: {summary.documents} documents, "
+        + f".\nindex {args.db or index.path}: {summary.documents} documents, "
         f"{summary.duplicates} duplicates, "
         f"{len(summary.clusters)} clusters."
     )

@@ -128,12 +128,12 @@ class CrawlSession:
 
         A full disk fails every page after it; one line says so, not one traceback a page.
         """
-        kind = f"{type(exc).__name__}: {exc}"
+        storage = isinstance(exc, (sqlite3.Error, OSError)) or type(exc).__module__.startswith("redis")
+        kind = type(exc).__name__ if storage else f"{type(exc).__name__}: {exc}"  # a storage failure once
         if kind in self._failures:
             logger.debug("scrapy-neardup: could not judge %s (%s); passed on unjudged", url, one_line(kind))
             return
         self._failures.add(kind)
-        storage = isinstance(exc, (sqlite3.Error, OSError)) or type(exc).__module__.startswith("redis")
         where = self.detector.index.path
         if not storage:
             advice = "a bug: please report it with this page"
@@ -230,13 +230,23 @@ class CrawlSession:
         self.workers.close()
         try:
             self.detector.index.end_run()
-        except Exception:  # the run stays open: its pages count as unconfirmed next time, nothing lost
-            logger.exception("scrapy-neardup: could not close the crawl run in %s", self.detector.index.path)
+        except Exception as exc:  # the run stays open: its pages count as unconfirmed next time, nothing lost
+            self._close_failed(f"could not close the crawl run in {self.detector.index.path}", exc)
         if self.settings.report is not None and self.settings.backend == "redis":
             self.write_report()  # from the open index: a Redis index has no file to read later
         self.detector.close()
         if self.settings.report is not None and self.settings.backend != "redis":
             self.write_report()
+
+    def _close_failed(self, what: str, exc: Exception) -> None:
+        """One line for a storage failure at close (the index is unreachable or full); a traceback
+        for anything else, which is a bug."""
+        if isinstance(exc, (sqlite3.Error, OSError, NearDupError)) or type(exc).__module__.startswith(
+            "redis"
+        ):
+            logger.error("scrapy-neardup: %s: %s", what, one_line(f"{type(exc).__name__}: {exc}"))
+        else:
+            logger.exception("scrapy-neardup: %s", what)
 
     def write_report(self) -> Path | None:
         from .report import format_for, write_index_report, write_report
@@ -248,8 +258,8 @@ class CrawlSession:
                 path = write_index_report(self.detector.index, out, fmt, self.settings.canonical)
             else:
                 path = write_report(self.settings.db, out, fmt, self.settings.canonical)
-        except Exception:  # a report must never turn a finished crawl into a failed one
-            logger.exception("scrapy-neardup: could not write the report %s", out)
+        except Exception as exc:  # a report must never turn a finished crawl into a failed one
+            self._close_failed(f"could not write the report {out}", exc)
             return None
         self.stats.set_value("neardup/report", str(path))
         logger.info("scrapy-neardup: report written to %s", path)

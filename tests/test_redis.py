@@ -219,3 +219,57 @@ def test_scan_report_and_export_work_from_redis(tmp_path, capsys, aeb_pages, red
     assert main(["report", "--redis", redis_url, "--format", "json"]) == 2
     assert "--redis needs --redis-key" in capsys.readouterr().err
     RedisIndex.open_existing(redis_url, key).remove()
+
+
+def test_reset_removes_the_index_own_keys_only_and_prefixes_are_checked(redis_url, capsys):
+    """A reset must never delete another program's keys, nor another index under a longer prefix."""
+    import redis as redis_client
+
+    from scrapy_neardup.cli import main
+    from scrapy_neardup.exceptions import ConfigError, IndexFileError
+
+    base = f"own{uuid.uuid4().hex[:8]}"
+    r = redis_client.Redis.from_url(redis_url)
+    r.set(f"{base}:requests", "scrapy-redis's queue")
+    r.set(f"{base}:neardup:notes", "a user's key")
+    index, other = (RedisIndex(redis_url, CONFIG, p) for p in (f"{base}:neardup", f"{base}:neardup:eu"))
+    for each in (index, other):
+        Detector(CONFIG, each).check("http://a.example/1", GROUPS[0])
+    assert index.remove() > 5
+    assert r.get(f"{base}:requests") and r.get(f"{base}:neardup:notes")
+    assert other.stats()["documents"] == 1 and not r.exists(f"{base}:neardup:meta")
+    other.remove()
+    for bad in ("", " x", "a*", "b?", "c[1]"):
+        with pytest.raises(IndexFileError, match="cannot prefix"):
+            RedisIndex(redis_url, CONFIG, bad)
+    r.set(f"{base}:taken:ids", "not ours")
+    with pytest.raises(IndexFileError, match="choose another NEARDUP_REDIS_KEY"):
+        RedisIndex(redis_url, CONFIG, f"{base}:taken")
+    from scrapy.settings import Settings
+
+    from scrapy_neardup.crawl_settings import CrawlSettings
+
+    with pytest.raises(ConfigError, match="NEARDUP_REDIS_KEY"):
+        CrawlSettings.from_settings(Settings({"NEARDUP_REDIS_KEY": "*"}), "news")
+    for command in (
+        ["report", "--redis", "http://x", "--redis-key", "k"],
+        ["export", "--redis", "redis://h:x/0", "--redis-key", "k", "--db", "o.db"],
+    ):
+        assert main(command) == 2
+        assert "is not a Redis URL" in capsys.readouterr().err
+    r.delete(f"{base}:requests", f"{base}:neardup:notes", f"{base}:taken:ids")
+
+
+def test_an_index_the_server_lost_is_made_anew(redis_url, caplog):
+    """A server restarted without persistence mid-crawl: the index starts again empty, with a warning."""
+    index = RedisIndex(redis_url, CONFIG, f"lost:{uuid.uuid4().hex}")
+    detector = Detector(CONFIG, index)
+    assert not detector.check("http://a.example/1", GROUPS[0]).duplicate
+    for key in index.r.scan_iter(match=index.k("*")):
+        index.r.delete(key)
+    index._checks = 0  # the next check looks for the meta
+    assert not detector.check("http://a.example/2", GROUPS[1]).duplicate
+    assert detector.check("http://a.example/3", GROUPS[1]).duplicate
+    assert "the index is gone from Redis" in caplog.text
+    assert RedisIndex.open_existing(redis_url, index.prefix).stats()["documents"] == 2
+    index.remove()

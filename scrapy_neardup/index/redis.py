@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import re
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -35,7 +36,7 @@ from .bounds import may_match
 from .codecs import array_blob, extra_json, row_fingerprint, signed, spots_blob, unsigned
 from .lookup_keys import lookup_keys, raw_key
 from .pruning import SpotClasses
-from .redis_connection import RedisConnection, reply_int, reply_text, safe_url
+from .redis_connection import RedisConnection, reply_int, reply_text, safe_url, unreachable
 from .redis_reading import RedisReading
 from .redis_runs import RedisRuns
 from .redis_spots import RedisSpots
@@ -52,6 +53,23 @@ _SIGNATURES = (
     b"url", b"status", b"scope", b"exact", b"simhash", b"spot_size", b"spots", b"minhash", b"minhash_bands",
     b"super_shingles", b"imatch", b"ksentence", b"tokens", b"language", b"extra", b"run", b"raw_hash",
 )  # fmt: skip
+# The index's keys: single ones, and kinds with one key an id or value (``<prefix>:<kind>:...``).
+OWN_KEYS = (
+    "meta", "next", "scope_next", "scopes", "runs", "run_next", "ids", "counts", "dups", "urls",
+    "spotted", "classes", "df", "imatch_docs",
+)  # fmt: skip
+OWN_KINDS = ("doc", "lk", "sl", "url", "src", "text", "run")
+
+
+def _glob_escape(key: bytes) -> bytes:
+    return re.sub(rb"([*?\[\]\\])", rb"\\\1", key)
+
+
+def fit_prefix(prefix: str) -> bool:
+    """Whether a key prefix suits an index: not empty, no glob characters (a reset matches on it)."""
+    return bool(prefix) and prefix.strip() == prefix and not any(c in prefix for c in "*?[]\\")
+
+
 # What the exact bounds read of each candidate before its signatures (``bounds``).
 _BOUNDS = (b"url", b"status", b"scope", b"exact", b"simhash", b"spot_size", b"spots")
 # What a byte-identical copy's record takes from its original's.
@@ -68,6 +86,10 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns):
             )
         self.url, self.prefix, self.config = url, prefix, config
         self.path = f"{safe_url(url)} {prefix}"  # what messages name
+        if not fit_prefix(prefix):
+            raise IndexFileError(
+                self.path, f"{prefix!r} cannot prefix an index's keys (empty, spaces or *?[]\\)"
+            )
         self._probe_simhash = not config.simhash_within_spotsigs
         self._scope_ids: dict[str, int] = {}
         self._run: int | None = None
@@ -81,9 +103,7 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns):
             self.r.ping()
             self._open()
         except redis.RedisError as exc:
-            raise IndexFileError(
-                self.path, f"cannot be reached ({exc}); is redis-server running there?"
-            ) from None
+            raise IndexFileError(self.path, unreachable(exc)) from None
         except ValueError as exc:  # a malformed URL
             raise IndexFileError(self.path, f"is not a Redis URL ({exc})") from None
 
@@ -92,11 +112,14 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns):
         """Open an index with the settings it was built with (for reports and exports)."""
         probe = cls.__new__(cls)
         probe.prefix = prefix
-        r = redis.Redis.from_url(url)
+        try:
+            r = redis.Redis.from_url(url)
+        except ValueError as exc:  # a malformed URL
+            raise IndexFileError(f"{safe_url(url)} {prefix}", f"is not a Redis URL ({exc})") from None
         try:
             meta = {k.decode(): v.decode() for k, v in r.hgetall(probe.k("meta")).items()}
         except redis.RedisError as exc:
-            raise IndexFileError(f"{safe_url(url)} {prefix}", f"cannot be reached ({exc})") from None
+            raise IndexFileError(f"{safe_url(url)} {prefix}", unreachable(exc)) from None
         finally:
             r.close()
         if "config" not in meta:
@@ -361,11 +384,14 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns):
         pipe.hsetnx(self.k("urls"), storable(url), doc_id)
 
     def remove(self) -> int:
-        """Delete every key of this index (NEARDUP_RESET); the number deleted."""
-        keys = list(self.r.scan_iter(match=self.k("*"), count=1000))
+        """Delete this index's own keys (NEARDUP_RESET), nothing else under the prefix; the number."""
+        keys = [self.k(name) for name in OWN_KEYS]
+        for kind in OWN_KINDS:
+            keys += self.r.scan_iter(match=_glob_escape(self.k(kind)) + b":*", count=1000)
+        removed = 0
         for start in range(0, len(keys), 1000):
-            self.r.unlink(*keys[start : start + 1000])
-        return len(keys)
+            removed += self.r.unlink(*keys[start : start + 1000])
+        return removed
 
     def close(self) -> None:
         with contextlib.suppress(Exception):

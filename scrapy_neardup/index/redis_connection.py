@@ -9,6 +9,7 @@ MULTI/EXEC when it ends; a key changed by another client in between makes EXEC w
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -17,6 +18,8 @@ from ..config import DedupConfig
 from ..exceptions import IndexFileError
 from . import redis_spots, schema
 from .base import Conflict
+
+logger = logging.getLogger(__name__)
 
 try:
     import redis
@@ -31,6 +34,16 @@ def reply_int(value: bytes | None) -> int | None:
 
 def reply_text(value: bytes | None) -> str | None:
     return value.decode("utf-8", "surrogatepass") if value not in (None, b"") else None
+
+
+def unreachable(exc: Exception) -> str:
+    """What a failure to open the index means, and what to do."""
+    refused = redis is not None and isinstance(exc, redis.AuthenticationError)
+    if refused or "HELLO must be called" in str(exc):
+        return f"refused us ({exc}); check the user and password in the URL"
+    if "WRONGTYPE" in str(exc):
+        return f"holds keys of another kind under this prefix ({exc}); choose another NEARDUP_REDIS_KEY"
+    return f"cannot be reached ({exc}); is redis-server running there?"
 
 
 def safe_url(url: str) -> str:
@@ -55,12 +68,25 @@ class RedisConnection:
     def k(self, *parts: object) -> bytes:
         raise NotImplementedError
 
-    def _open(self) -> None:
+    def _open(self, fresh_server: bool = True) -> None:
+        """Create the index's meta when missing (refusing a prefix that holds other keys, unless the
+        server lost the index mid-crawl and these keys are its own), then check it."""
         meta_key = self.k("meta")
         with self.r.pipeline() as pipe:
             try:
                 pipe.watch(meta_key)
                 if not pipe.exists(meta_key):
+                    taken = fresh_server and [
+                        name
+                        for name in ("ids", "counts", "dups", "urls", "next", "doc:1")
+                        if pipe.exists(self.k(name))
+                    ]
+                    if taken:
+                        raise IndexFileError(
+                            self.path,
+                            f"holds keys that are no scrapy-neardup index ({self.k(taken[0]).decode()}); "
+                            "choose another NEARDUP_REDIS_KEY",
+                        )
                     pipe.multi()
                     pipe.hset(meta_key, mapping=dict(schema.meta_rows(self.config, self._probe_simhash)))
                     pipe.execute()
@@ -70,7 +96,8 @@ class RedisConnection:
         if meta.get("schema") != str(schema.SCHEMA_VERSION):
             raise IndexFileError(self.path, f"has schema version {meta.get('schema')}; this release reads 1")
         try:
-            self.keys, self.stores_simhash = schema.spot_keys(meta, self.config, self.path)
+            remedy = "another NEARDUP_REDIS_KEY (or NEARDUP_RESET)"
+            self.keys, self.stores_simhash = schema.spot_keys(meta, self.config, self.path, remedy)
         except (KeyError, ValueError, TypeError, IndexError) as exc:
             raise IndexFileError(self.path, f"has damaged settings in its meta ({exc!r})") from None
         if self._probe_simhash and not self.stores_simhash and "simhash" in self.config.methods:
@@ -88,6 +115,11 @@ class RedisConnection:
             self._watching, self._writes, self._urls = pipe, [], {}
             try:
                 pipe.watch(self.k("meta"))  # a freeze of the spot order changes it
+                self._checks = getattr(self, "_checks", 0) + 1
+                if self._checks % 256 == 1 and not self._query([("EXISTS", self.k("meta"))])[0]:
+                    pipe.reset()
+                    self._lost()
+                    raise Conflict(self.path)  # judged again in the index made anew
                 if self.classes is None and "spotsigs" in self.config.methods:
                     frozen, spotted = self._query(
                         [("HGET", self.k("meta"), "spot_order"), ("SCARD", self.k("spotted"))]
@@ -107,6 +139,16 @@ class RedisConnection:
                 raise Conflict(self.path) from None
             finally:
                 self._watching, self._writes = None, []
+
+    def _lost(self) -> None:
+        """The server lost the index (restarted without persistence, or flushed): make it anew."""
+        logger.warning(
+            "%s: the index is gone from Redis (a restart without persistence, or a flush); it starts "
+            "again empty, and pages seen before it are new to it",
+            self.path,
+        )
+        self.classes = None
+        self._open(fresh_server=False)
 
     def batch(self) -> contextlib.AbstractContextManager[Any]:
         """Each page is its own transaction in Redis (a scan's batch is no larger unit here)."""

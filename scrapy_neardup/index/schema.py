@@ -126,7 +126,9 @@ def check_version(path: Path, version: int, tables: set[str]) -> None:
         )
 
 
-def spot_keys(meta: dict[str, str], config: DedupConfig, path: Path) -> tuple[SpotKeys, bool]:
+def spot_keys(
+    meta: dict[str, str], config: DedupConfig, path: object, remedy: str = "a new index file"
+) -> tuple[SpotKeys, bool]:
     """The file's posting-key settings and whether it stores SimHash keys, after checking that
     ``config`` shapes signatures the way the file was built."""
     if meta.get("application") != APPLICATION:
@@ -137,7 +139,7 @@ def spot_keys(meta: dict[str, str], config: DedupConfig, path: Path) -> tuple[Sp
             raise IndexFileError(
                 path,
                 f"was built with {name} = {stored.get(name)!r}, not {current.get(name)!r}; "
-                f"use the same NEARDUP_{name.upper()} or a new index file",
+                f"use the same NEARDUP_{name.upper()} or {remedy}",
             )
     large = tuple(int(v) for v in meta["spot_overlap_large"].split())
     overlap, bits = int(meta["spot_overlap"]), int(meta["spot_bucket_bits"])
