@@ -129,9 +129,10 @@ class CrawlSession:
         A full disk fails every page after it; one line says so, not one traceback a page.
         """
         storage = isinstance(exc, (sqlite3.Error, OSError)) or type(exc).__module__.startswith("redis")
-        kind = type(exc).__name__ if storage else f"{type(exc).__name__}: {exc}"  # a storage failure once
+        text = f"{type(exc).__name__}: {exc}"
+        kind = type(exc).__name__ if storage else text  # a storage failure is said once, whatever its detail
         if kind in self._failures:
-            logger.debug("scrapy-neardup: could not judge %s (%s); passed on unjudged", url, one_line(kind))
+            logger.debug("scrapy-neardup: could not judge %s (%s); passed on unjudged", url, one_line(text))
             return
         self._failures.add(kind)
         where = self.detector.index.path
@@ -144,7 +145,7 @@ class CrawlSession:
         logger.error(
             "scrapy-neardup: could not judge %s (%s): %s. Pages pass on unjudged meanwhile, counted as "
             "neardup/skipped/error; the same failure is logged again only at DEBUG",
-            url, one_line(kind), advice, exc_info=not storage,
+            url, one_line(text), advice, exc_info=not storage,
         )  # fmt: skip
 
     def remember(self, verdict: Verdict) -> Verdict:
