@@ -14,6 +14,7 @@ from scrapy.utils.project import data_path
 
 from .config import MAX_WORKERS
 from .exceptions import ConfigError, NearDupError
+from .index.base import fit_key_prefix
 
 ACTIONS = ("drop", "tag")
 BACKENDS = ("sqlite", "redis")
@@ -105,7 +106,7 @@ def _redis(settings: BaseSettings, spider_name: str) -> tuple[str, str]:
         key = pattern % {"spider": spider_name}
     except (KeyError, ValueError, TypeError) as exc:
         raise ConfigError("NEARDUP_REDIS_KEY", f"may use %(spider)s only, got {pattern!r} ({exc})") from None
-    if not key or key.strip() != key or any(c in key for c in "*?[]\\"):
+    if not fit_key_prefix(key):
         raise ConfigError(
             "NEARDUP_REDIS_KEY", f"{key!r} cannot prefix an index's keys (empty, spaces or *?[]\\)"
         )

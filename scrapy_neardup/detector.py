@@ -40,9 +40,11 @@ class Detector:
         config = config or DedupConfig()
         return cls(config, SQLiteIndex(path, config))
 
-    def fingerprint(self, body: bytes | str, content_type: str | None = None) -> Fingerprint:
+    def fingerprint(
+        self, body: bytes | str, content_type: str | None = None, raw: int | None = None
+    ) -> Fingerprint:
         """The page's fingerprint with the signatures this configuration needs."""
-        return fingerprint(body, self.config, content_type=content_type)
+        return fingerprint(body, self.config, content_type=content_type, raw=raw)
 
     def check(
         self,
@@ -64,26 +66,39 @@ class Detector:
         names an item that has no URL (its body's hash).
         """
         key = key or (url_key(url) if source is None else None)
+        scope = scope_key(url, self.config.scope)
         if fp is None:
             if body is None:
                 raise TypeError("check() needs the page body or its fingerprint")
-            copy = self.check_raw(url, body, source=source, key=key)
+            raw = raw_hash(body)
+            copy = self._raw_copy(url, raw, scope, source, key)
             if copy is not None:
                 return copy
-            fp = self.fingerprint(body, content_type)
-        return self.judge(url, fp, scope_key(url, self.config.scope), source, key, item)
+            fp = self.fingerprint(body, content_type, raw)
+        return self.judge(url, fp, scope, source, key, item)
 
     def check_raw(
-        self, url: str, body: bytes | str, *, source: str | None = None, key: str | None = None
+        self,
+        url: str,
+        body: bytes | str,
+        *,
+        source: str | None = None,
+        key: str | None = None,
+        raw: int | None = None,
     ) -> Verdict | None:
         """Record a byte-identical copy of an admitted page without extracting it; None otherwise.
 
         Identical bodies are the commonest duplicate (mirrors, tracking parameters), and
-        recognizing them costs one hash and one lookup instead of an extraction.
+        recognizing them costs one hash and one lookup instead of an extraction. ``raw`` is the
+        body's hash where the caller made it already (it then fingerprints with the same).
         """
-        scope = scope_key(url, self.config.scope)
         key = key or (url_key(url) if source is None else None)
-        raw = raw_hash(body)
+        raw = raw if raw is not None else raw_hash(body)
+        return self._raw_copy(url, raw, scope_key(url, self.config.scope), source, key)
+
+    def _raw_copy(
+        self, url: str, raw: int, scope: str, source: str | None, key: str | None
+    ) -> Verdict | None:
         original = self.index.find_raw(raw, scope, key)
         return None if original is None else self.index.record_copy(url, raw, original, scope, source, key)
 

@@ -10,7 +10,6 @@ import dataclasses
 from pathlib import Path
 
 from .exceptions import InputError
-from .fingerprint import Fingerprint
 from .index import SQLiteIndex
 from .index.codecs import spots32
 from .index.redis import RedisIndex
@@ -28,8 +27,7 @@ def export_to_sqlite(source: RedisIndex, out: str | Path) -> int:
             target.begin_run(action)
         for record in source.documents():
             doc = record["id"]
-            rows = source._rows([doc])
-            fp = source._fingerprint(doc, rows[0][1]) if rows else Fingerprint()
+            fp, where, key = source.stored(doc)
             skipped = record["skip_reason"] if record["status"] == "skipped" else None
             fp = dataclasses.replace(
                 fp, spots=spots32(fp.spots), skip_reason=skipped, token_count=record["tokens"],
@@ -38,10 +36,6 @@ def export_to_sqlite(source: RedisIndex, out: str | Path) -> int:
             )  # fmt: skip
             of = record["duplicate_of"]
             match = (new_ids[of], record["similarity"], record["method"]) if of in new_ids else None
-            where, key = (
-                v.decode("utf-8", "surrogatepass") if v else None
-                for v in source.r.hmget(source.k("doc", doc), "source", "url_key")
-            )
             with target.transaction():
                 verdict = target.record(record["url"], fp, record["scope"], match, where, key)
             new_ids[doc] = verdict.doc_id

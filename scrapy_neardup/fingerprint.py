@@ -75,17 +75,19 @@ def fingerprint(
     stats: CollectionStats | None = None,
     methods: frozenset[str] | None = None,
     extractor: str | None = None,
+    raw: int | None = None,
 ) -> Fingerprint:
     """Decode, extract, tokenize and sign one page.
 
     ``methods`` overrides which signatures are computed (``compare`` asks for all);
     ``stats`` are the collection's document frequencies for I-Match; ``extractor``
-    overrides the configured one (``text`` for a body that is main text already).
+    overrides the configured one (``text`` for a body that is main text already); ``raw`` is
+    the body's ``raw_hash`` where the caller made it already.
     """
     if extractor is not None:
         config = dataclasses.replace(config, extractor=extractor)
     wanted = needed_methods(config) if methods is None else methods
-    body_hash = raw_hash(body)
+    body_hash = raw if raw is not None else raw_hash(body)
     try:
         text, title = extract_page(body, config.extractor, content_type, config.max_body)
     except SkipPage as skip:

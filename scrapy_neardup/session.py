@@ -111,12 +111,13 @@ class CrawlSession:
         counted as ``neardup/skipped/error`` and passed on unjudged.
         """
         # An item without a URL is found again by its body: seen in a later crawl, it is a revisit.
-        key = url_key(url) if named else f"item-body:{raw_hash(body):032x}"  # made once a page
+        raw = raw_hash(body)  # made once a page: the raw-copy lookup, the key, the fingerprint
+        key = url_key(url) if named else f"item-body:{raw:032x}"
         try:
-            copy = self.detector.check_raw(url, body, key=key)
+            copy = self.detector.check_raw(url, body, key=key, raw=raw)
             if copy is not None:
                 return self.remember(copy)
-            fp = await self.workers.fingerprint(body, content_type, extractor)
+            fp = await self.workers.fingerprint(body, content_type, extractor, raw)
             return self.remember(self.detector.check(url, fp=fp, item=item, key=key))
         except Exception as exc:
             self.skipped("error")

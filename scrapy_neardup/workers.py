@@ -44,17 +44,19 @@ class WorkerPool:
         self._slots = asyncio.Semaphore(max(1, size))  # replaced with each new pool
 
     async def fingerprint(
-        self, body: bytes | str, content_type: str | None, extractor: str | None
+        self, body: bytes | str, content_type: str | None, extractor: str | None, raw: int | None = None
     ) -> Fingerprint:
+        """The page's fingerprint, from a worker when there is a pool; ``raw``: its body's hash."""
+        raw = raw if raw is not None else raw_hash(body)
         for _ in range(2):  # a second try when another page's timeout stopped the pool under this one
             pool = self._workers()
             if pool is None:
-                return fingerprint(body, self.config, content_type=content_type, extractor=extractor)
+                return fingerprint(body, self.config, content_type=content_type, extractor=extractor, raw=raw)
             while self._warming:  # a page's time budget starts once the workers have started
                 await asyncio.wait({self._warming.pop()})
             async with self._slots:  # a job a worker: a page's time counts from its start, not its queue
                 job = pool.submit(
-                    fingerprint, body, self.config, content_type=content_type, extractor=extractor
+                    fingerprint, body, self.config, content_type=content_type, extractor=extractor, raw=raw
                 )
                 waiter = self._waiter(job)
                 done, _ = await asyncio.wait({waiter}, timeout=self.page_timeout)
@@ -62,7 +64,7 @@ class WorkerPool:
             if not done:
                 self.stop()  # the only way to stop the page's worker; a new pool starts on demand
                 detail = f"fingerprinting took over NEARDUP_PAGE_TIMEOUT = {self.page_timeout} s"
-                return Fingerprint(skip_reason="timeout", skip_detail=detail, raw_hash=raw_hash(body))
+                return Fingerprint(skip_reason="timeout", skip_detail=detail, raw_hash=raw)
             if not isinstance(waiter.exception(), WorkersStopped):
                 return waiter.result()
         raise WorkersStopped("the worker pool was stopped twice under this page")

@@ -46,6 +46,12 @@ class Verdict:
         }  # fmt: skip
 
 
+def fit_key_prefix(prefix: str) -> bool:
+    """Whether a key prefix suits an index kept under one (Redis): not empty, no surrounding
+    spaces, no glob characters (a reset matches the index's keys by it)."""
+    return bool(prefix) and prefix.strip() == prefix and not any(c in prefix for c in "*?[]\\")
+
+
 class Conflict(Exception):
     """Another process changed what a transaction read: the Detector judges the page again.
 

@@ -64,10 +64,7 @@ class MemoryIndex:
     def _set(self, mapping: dict, key: Any, value: Any) -> None:
         """``mapping[key] = value``, undoable (``value`` _MISSING: delete it)."""
         old = mapping.get(key, _MISSING)
-        if value is _MISSING:
-            mapping.pop(key, None)
-        else:
-            mapping[key] = value
+        self._set_raw(mapping, key, value)
         if self._undo is not None:
             self._undo.append(lambda: self._set_raw(mapping, key, old))
 

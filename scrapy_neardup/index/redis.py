@@ -31,7 +31,7 @@ from ..fingerprint import Fingerprint
 from ..signatures.imatch import CollectionStats
 from ..text import storable
 from . import schema
-from .base import Earlier, Match, Verdict
+from .base import Earlier, Match, Verdict, fit_key_prefix
 from .bounds import may_match
 from .codecs import array_blob, extra_json, row_fingerprint, signed, spots_blob, unsigned
 from .lookup_keys import lookup_keys, raw_key
@@ -65,11 +65,6 @@ def _glob_escape(key: bytes) -> bytes:
     return re.sub(rb"([*?\[\]\\])", rb"\\\1", key)
 
 
-def fit_prefix(prefix: str) -> bool:
-    """Whether a key prefix suits an index: not empty, no glob characters (a reset matches on it)."""
-    return bool(prefix) and prefix.strip() == prefix and not any(c in prefix for c in "*?[]\\")
-
-
 # What the exact bounds read of each candidate before its signatures (``bounds``).
 _BOUNDS = (b"url", b"status", b"scope", b"exact", b"simhash", b"spot_size", b"spots")
 # What a byte-identical copy's record takes from its original's.
@@ -86,7 +81,7 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns):
             )
         self.url, self.prefix, self.config = url, prefix, config
         self.path = f"{safe_url(url)} {prefix}"  # what messages name
-        if not fit_prefix(prefix):
+        if not fit_key_prefix(prefix):
             raise IndexFileError(
                 self.path, f"{prefix!r} cannot prefix an index's keys (empty, spaces or *?[]\\)"
             )
@@ -98,6 +93,7 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns):
         self._watching: Any = None  # the transaction's pipeline, WATCHing what it reads
         self._writes: list[Callable[[Any], None]] = []
         self._urls: dict[int, bytes] = {}  # URLs of the records a transaction read (``url_of``)
+        self._checks = 0  # transactions begun: every 256th looks whether the server lost the index
         try:
             self.r = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
             self.r.ping()
@@ -382,6 +378,13 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns):
         if source:
             pipe.set(self.k("src", storable(source)), doc_id, nx=True)
         pipe.hsetnx(self.k("urls"), storable(url), doc_id)
+
+    def stored(self, doc_id: int) -> tuple[Fingerprint, str | None, str | None]:
+        """A record's stored signatures, source and revisit key (to copy the index elsewhere)."""
+        rows = self._rows([doc_id])
+        fp = self._fingerprint(doc_id, rows[0][1]) if rows else Fingerprint()
+        source, key = self.r.hmget(self.k("doc", doc_id), "source", "url_key")
+        return fp, reply_text(source), reply_text(key)
 
     def remove(self) -> int:
         """Delete this index's own keys (NEARDUP_RESET), nothing else under the prefix; the number."""

@@ -64,6 +64,7 @@ class RedisConnection:
     _watching: Any
     _writes: list[Callable[[Any], None]]
     _urls: dict[int, bytes]
+    _checks: int
 
     def k(self, *parts: object) -> bytes:
         raise NotImplementedError
@@ -115,7 +116,7 @@ class RedisConnection:
             self._watching, self._writes, self._urls = pipe, [], {}
             try:
                 pipe.watch(self.k("meta"))  # a freeze of the spot order changes it
-                self._checks = getattr(self, "_checks", 0) + 1
+                self._checks += 1
                 if self._checks % 256 == 1 and not self._query([("EXISTS", self.k("meta"))])[0]:
                     pipe.reset()
                     self._lost()
