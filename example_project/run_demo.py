@@ -87,7 +87,7 @@ def compare_with_previous(items: list[dict[str, Any]]) -> str | None:
     if not PREVIOUS_ITEMS.exists():
         return None
     lines = PREVIOUS_ITEMS.read_text(encoding="utf-8").splitlines()
-    previous = sorted(site_path(json.loads(line)["url"]) for line in lines if line.strip())
+    previous = sorted(site_path(item["url"]) for item in _json_lines(lines, PREVIOUS_ITEMS))
     now = sorted(site_path(item["url"]) for item in items)
     if previous == now:
         return f"Same {len(now)} items as the previous run."
@@ -126,7 +126,20 @@ def site_path(url: str) -> str:
 def read_items() -> list[dict[str, Any]]:
     if not ITEMS.exists():
         return []
-    return [json.loads(line) for line in ITEMS.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return _json_lines(ITEMS.read_text(encoding="utf-8").splitlines(), ITEMS)
+
+
+def _json_lines(lines: list[str], path: Path) -> list[dict[str, Any]]:
+    """The items of a JSON-lines feed; a line that is not JSON is said, with where, and left out."""
+    items = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            items.append(json.loads(line))
+        except ValueError:
+            print(f"{path} line {number} is not JSON ({line[:80]!r}); left out", file=sys.stderr)
+    return items
 
 
 def clusters() -> list[dict[str, Any]]:
