@@ -673,6 +673,9 @@ def main() -> int:
     parser.add_argument(
         "--no-cache", action="store_true", help="do not reuse extracted texts from earlier runs"
     )
+    parser.add_argument(
+        "--extractor", choices=EXTRACTORS, help="score the defaults with this extractor instead"
+    )
     parser.add_argument("--json", type=Path, metavar="OUT", help="also write the figures as JSON")
     args = parser.parse_args()
     started = time.perf_counter()
@@ -704,7 +707,7 @@ def main() -> int:
             sets["cleanportaleval"] = qd.cleanportaleval_set()
     names = list(sets)
     bench = Bench(sets, use_cache=not args.no_cache)
-    default = DedupConfig()
+    default = DedupConfig(**({"extractor": args.extractor} if args.extractor else {}))
     report: dict[str, Any] = {"sets": {}, "defaults": dataclasses.asdict(default)}
 
     print(f"Detection quality: precision (P), recall (R) and F1 of duplicate pairs. Defaults: "

@@ -21,7 +21,7 @@ from .signatures._hashing import token_hashes
 from .signatures.exact import raw_hash
 from .signatures.imatch import CollectionStats
 from .signatures.spotsigs import LANGUAGE_VOTES, SpotSet
-from .text import detect_language, extract_page, tokenize
+from .text import detect_language, extract_page, words
 
 _EMPTY_SPOTS = SpotSet(np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.uint32))
 
@@ -92,19 +92,22 @@ def fingerprint(
         text, title = extract_page(body, config.extractor, content_type, config.max_body)
     except SkipPage as skip:
         return Fingerprint(skip_reason=skip.reason, skip_detail=skip.detail, raw_hash=body_hash)
-    tokens = tokenize(text)
-    language = detect_language(tokens, LANGUAGE_VOTES) if config.language == "auto" else config.language
-    if len(tokens) < max(1, config.min_tokens):
+    utf8 = words(text)
+    hashes = token_hashes(utf8)
+    language = (
+        detect_language(utf8, LANGUAGE_VOTES, hashes) if config.language == "auto" else config.language
+    )
+    if len(utf8) < max(1, config.min_tokens):
         return Fingerprint(
             skip_reason="too_short",
-            skip_detail=f"{len(tokens)} tokens < min_tokens {config.min_tokens}",
+            skip_detail=f"{len(utf8)} tokens < min_tokens {config.min_tokens}",
             raw_hash=body_hash,
-            token_count=len(tokens),
+            token_count=len(utf8),
             language=language,
             text=text,
             title=title,
         )
-    page = Page(text, tokens, token_hashes(tokens), language, stats)
+    page = Page(text, utf8, hashes, language, stats)
     values: dict[str, Any] = {}
     extra: dict[str, Any] = {}
     for method in ALL:
@@ -116,7 +119,7 @@ def fingerprint(
         values["extra"] = extra
     return Fingerprint(
         raw_hash=body_hash,
-        token_count=len(tokens),
+        token_count=len(utf8),
         language=language,
         text=text,
         title=title,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -40,13 +41,19 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Page:
-    """What a method signs: a page's main text, its tokens and their hashes, its language."""
+    """What a method signs: a page's main text, its words (``text.words``: the tokens' UTF-8 bytes)
+    and their hashes, its language."""
 
     text: str
-    tokens: list[str]
+    words: list[bytes]
     hashes: np.ndarray
     language: str
     stats: CollectionStats | None = None  # the collection's document frequencies (I-Match)
+
+    @cached_property
+    def tokens(self) -> list[str]:
+        """The words as strings (``text.tokenize``), made only for a method that reads them."""
+        return list(map(bytes.decode, self.words))
 
 
 @dataclass(frozen=True)
@@ -104,7 +111,7 @@ def _equal(method: str, a: Any, b: Any) -> MethodResult | None:
 
 EXACT = Method(
     "exact", "methods",
-    sign=lambda page, config: {"exact": exact_hash(page.tokens)},
+    sign=lambda page, config: {"exact": exact_hash(page.words)},
     result=lambda a, b, config: _equal("exact", a.exact, b.exact),
     threshold=lambda config: 1.0,
     lookup=lambda fp, config: [] if fp.exact is None else [(fp.exact >> 64,)],
@@ -181,7 +188,7 @@ def _spotsigs_result(a: Fingerprint, b: Fingerprint, config: DedupConfig) -> Met
 SPOTSIGS = Method(
     "spotsigs", "spotsigs_threshold",
     sign=lambda page, config: {
-        "spots": spot_signatures(page.tokens, page.hashes, page.language, config.spotsigs_specs)
+        "spots": spot_signatures(page.words, page.hashes, page.language, config.spotsigs_specs)
     },
     result=_spotsigs_result,
     threshold=lambda config: float(config.spotsigs_threshold),

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scrapy_neardup.signatures._hashing import ngram_hashes, token_hashes
+from scrapy_neardup.signatures._hashing import members, ngram_hashes, token_hashes
 from scrapy_neardup.signatures.exact import exact_hash, raw_hash
 from scrapy_neardup.signatures.imatch import CollectionStats, imatch_signatures, lexicon_terms
 from scrapy_neardup.signatures.ksentence import ksentence_hash
@@ -135,6 +135,21 @@ def test_simhash_one_word_edit_on_long_text_is_small(words, data):
     position = data.draw(st.integers(0, len(words) - 1))
     edited = [*words[:position], "replacement", *words[position + 1 :]]
     assert hamming(simhash(token_hashes(words)), simhash(token_hashes(edited))) <= 10
+
+
+@given(st.lists(st.integers(0, 2**64 - 1), max_size=300), st.integers(1, 4))
+def test_simhash_is_the_majority_of_feature_bits(values, shingle):
+    hashes = np.array(values, dtype=np.uint64)
+    features = [int(f) for f in ngram_hashes(hashes, shingle)]
+    expected = sum(1 << bit for bit in range(64) if 2 * sum(f >> bit & 1 for f in features) > len(features))
+    assert simhash(hashes, shingle) == expected
+
+
+@given(st.sets(st.text(min_size=1, max_size=5), max_size=80), st.lists(st.text(min_size=1, max_size=5)))
+def test_members_is_set_membership(words, tokens):
+    tokens += sorted(words)[:5]
+    found = members(token_hashes(tokens), frozenset(words))
+    assert found.tolist() == [token in words for token in tokens]
 
 
 def test_simhash_of_unrelated_texts_is_far():

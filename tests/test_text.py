@@ -1,13 +1,21 @@
 from __future__ import annotations
 
+import re
 import sys
+import unicodedata
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scrapy_neardup import MissingExtraError, SkipPage
+from scrapy_neardup.signatures._hashing import token_hashes
 from scrapy_neardup.signatures.spotsigs import LANGUAGE_VOTES
 from scrapy_neardup.text import (
+    CJK,
     EXTRACTOR_FUNCS,
+    MAX_TEXT,
+    MAX_TOKENS,
     decode,
     detect_language,
     looks_binary,
@@ -16,6 +24,7 @@ from scrapy_neardup.text import (
     page_title,
     split_sentences,
     tokenize,
+    words,
 )
 
 ARTICLE = (
@@ -128,6 +137,50 @@ def test_tokenize_words_and_cjk_characters():
     assert tokenize(normalize("Duplicate detection: 近似复制检测 and カタカナ 2026")) == [
         "duplicate", "detection", "近", "似", "复", "制", "检", "测", "and", "カ", "タ", "カ", "ナ", "2026",
     ]  # fmt: skip
+
+
+# Letters, combining marks (which join the character before them under NFKC), compatibility forms,
+# non-ASCII separators and digits, CJK, a lone surrogate: what the byte-level tokenizer must get right.
+TRICKY = list("aeEKs1.-_ \n\0\u0301\u0308\u0327\u00a8\ufb01\u1100\u1161\u11a8\u212b\u212a\u017f\u00df")
+TRICKY += list("\u0130\u03a3\u2026\u00a0\u2019\ud800\u0663\u00b2\u2460\u3000\uff21\u0345\u1e9e")
+TRICKY += list("\u0436\u65e5\u30ab")
+
+
+def regex_tokens(text: str) -> list[str]:
+    """The definition: runs of alphanumeric characters, one token per CJK character, of the folded text."""
+    folded = unicodedata.normalize("NFKC", text[:MAX_TEXT]).casefold()
+    return re.findall(f"[{CJK}]|[^\\W_{CJK}]+", folded)[:MAX_TOKENS]
+
+
+@settings(max_examples=3000)
+@given(st.text(alphabet=st.sampled_from(TRICKY), max_size=40) | st.text(max_size=40))
+def test_tokenize_and_words_follow_the_definition(text):
+    tokens = regex_tokens(text)
+    assert tokenize(text) == tokens
+    assert words(text) == [token.encode() for token in tokens]
+
+
+@settings(max_examples=300)
+@given(st.lists(st.text(alphabet=st.sampled_from(TRICKY), min_size=1, max_size=3), min_size=50, max_size=200))
+def test_tokenize_long_mixed_text_follows_the_definition(pieces):
+    text = " ab ".join(pieces)  # many stretches of non-ASCII text between ASCII words
+    assert words(text) == [token.encode() for token in regex_tokens(text)]
+
+
+def test_tokenize_real_pages_follows_the_definition(aeb_pages):
+    for body in list(aeb_pages.values())[:60]:
+        text = decode(body)
+        assert tokenize(text) == regex_tokens(text)
+
+
+VOTERS = ["the", "is", "der", "ist", "le", "1", "²", "的", "カ", "и", "of", "é"]
+
+
+@given(st.lists(st.sampled_from(VOTERS), max_size=60))
+def test_detect_language_same_for_strings_and_bytes(tokens):
+    utf8 = [token.encode() for token in tokens]
+    from_bytes = detect_language(utf8, LANGUAGE_VOTES, token_hashes(utf8))
+    assert detect_language(tokens, LANGUAGE_VOTES) == from_bytes
 
 
 def test_split_sentences_latin_and_cjk():

@@ -7,6 +7,9 @@ Python's salted ``hash()`` would not.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from functools import lru_cache
+
 import numpy as np
 import xxhash
 
@@ -25,10 +28,32 @@ def mix64(x: np.ndarray) -> np.ndarray:
     return x ^ (x >> _S33)
 
 
-def token_hashes(tokens: list[str]) -> np.ndarray:
-    """xxh3-64 of every token, as a uint64 array (C-level map: faster than caching repeats)."""
+def token_hashes(tokens: Sequence[str] | Sequence[bytes]) -> np.ndarray:
+    """xxh3-64 of every token's UTF-8 bytes (``text.words``, or ``text.tokenize``'s strings), as a
+    uint64 array (C-level map: faster than caching repeats)."""
     digest = xxhash.xxh3_64_intdigest
-    return np.fromiter(map(digest, map(str.encode, tokens)), dtype=np.uint64, count=len(tokens))
+    utf8 = tokens if not tokens or isinstance(tokens[0], bytes) else map(str.encode, tokens)
+    return np.fromiter(map(digest, utf8), dtype=np.uint64, count=len(tokens))
+
+
+@lru_cache(maxsize=64)
+def _word_slots(words: frozenset[str]) -> tuple[np.uint64, np.ndarray]:
+    """A direct-mapped table of a word set's token hashes: each at the slot of its low bits, with
+    as many bits as make the slots distinct; an empty slot holds a value of another slot."""
+    hashes = np.unique(token_hashes(sorted(words)))
+    bits = max(1, len(hashes)).bit_length() + 1
+    while len(np.unique(hashes & np.uint64((1 << bits) - 1))) < len(hashes):
+        bits += 1
+    mask = np.uint64((1 << bits) - 1)
+    table = np.arange(1 << bits, dtype=np.uint64) ^ np.uint64(1)
+    table[hashes & mask] = hashes
+    return mask, table
+
+
+def members(hashes: np.ndarray, words: frozenset[str]) -> np.ndarray:
+    """Which tokens (by their hashes) are in ``words``: one table lookup each, no Python loop."""
+    mask, table = _word_slots(words)
+    return table[hashes & mask] == hashes
 
 
 def combine(acc: np.ndarray, nxt: np.ndarray) -> np.ndarray:

@@ -9,12 +9,12 @@ rather than its template. A page is the multiset of its spot hashes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
-from ._hashing import combine, mix64, token_hashes
+from ._hashing import combine, members, mix64, token_hashes
 
 
 def _words(text: str) -> frozenset[str]:
@@ -153,23 +153,8 @@ class SpotSet:
         return len(self.hashes)
 
 
-@lru_cache(maxsize=64)
-def _hash_set(words: frozenset[str]) -> np.ndarray:
-    """The sorted token hashes of a word set, for a vectorized membership test."""
-    return np.unique(token_hashes(sorted(words)))
-
-
-def _member(hashes: np.ndarray, words: frozenset[str]) -> np.ndarray:
-    """Which tokens (by their hashes) are in ``words``: one binary search each, no Python loop."""
-    table = _hash_set(words)
-    if not len(table):
-        return np.zeros(len(hashes), dtype=bool)
-    at = np.minimum(np.searchsorted(table, hashes), len(table) - 1)
-    return table[at] == hashes
-
-
 def spot_chains(
-    tokens: list[str], language: str, d: int, c: int, hashes: np.ndarray | None = None
+    tokens: Sequence[str] | Sequence[bytes], language: str, d: int, c: int, hashes: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Token positions of every spot for one ``(d, c)`` spec: antecedents (m,) and their chains (m, c).
 
@@ -180,12 +165,12 @@ def spot_chains(
     if hashes is None:
         hashes = token_hashes(tokens)
     antecedents = ANTECEDENTS.get(language)
-    not_stop = ~_member(hashes, STOPWORDS.get(language, frozenset()))
+    not_stop = ~members(hashes, STOPWORDS.get(language, frozenset()))
     if antecedents is None:
-        is_ante = np.ones(len(tokens), dtype=bool)
+        is_ante = np.ones(len(hashes), dtype=bool)
         is_chain = not_stop
     else:
-        is_ante = _member(hashes, antecedents)
+        is_ante = members(hashes, antecedents)
         is_chain = ~is_ante & not_stop
     ante_pos = np.flatnonzero(is_ante)
     chain_pos = np.flatnonzero(is_chain)
@@ -197,7 +182,7 @@ def spot_chains(
 
 
 def spot_signatures(
-    tokens: list[str],
+    tokens: Sequence[str] | Sequence[bytes],
     hashes: np.ndarray,
     language: str,
     specs: tuple[tuple[int, int], ...] = ((1, 2),),
