@@ -1,21 +1,24 @@
 """Crawl throughput with and without scrapy-neardup, on a real static site served on 127.0.0.1.
 
-    python benchmarks/bench_crawl.py [--site DIR] [--repeat 3]
+    python benchmarks/bench_crawl.py [--site DIR] [--repeat 3] [--configs A,B] [--baseline CHECKOUT]
 
 The site is the LLVM and Clang documentation built by ../shared/scripts/get-llvm-docs
 (built into benchmarks/.data/llvm-docs-site when missing; 659 pages, two versions of
-each manual). Each configuration crawls the whole site in a fresh process: without the
-middleware, then with it inline and with NEARDUP_WORKERS = 2, for the trafilatura and the
-resiliparse extractors (drop mode, the default), and resiliparse in tag mode. It prints
-pages downloaded per second (median of the repeats), the ratio to the crawl without the
-middleware, and whether the configurations of one extractor found the same duplicate
-clusters.
+each manual). Each configuration crawls the whole site in a fresh process, configurations
+interleaved: by default without the add-on, with its default settings inline
+(NEARDUP_WORKERS = 0) and as they are (the default pool), and with the resiliparse
+extractor inline in drop mode (the default) and in tag mode. ``--baseline`` runs every
+configuration with the add-on of another checkout too, to compare two versions in one run.
+It prints pages downloaded per second (median of the repeats), the ratio to the crawl
+without the add-on, and whether the configurations of one extractor found the same
+duplicate clusters.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sqlite3
 import statistics
 import subprocess
@@ -30,16 +33,24 @@ REPO = Path(__file__).resolve().parents[1]
 SITE = REPO / "benchmarks" / ".data" / "llvm-docs-site"
 SCRIPT = REPO.parent / "shared" / "scripts" / "get-llvm-docs"
 
-CONFIGS = {
-    "without": {},
-    "trafilatura inline": {"NEARDUP_EXTRACTOR": "trafilatura"},
+# None: the crawl without the add-on; {}: the add-on with its default settings.
+CONFIGS: dict[str, dict | None] = {
+    "without": None,
+    "default inline": {"NEARDUP_WORKERS": 0},
+    "default": {},
+    "trafilatura inline": {"NEARDUP_EXTRACTOR": "trafilatura", "NEARDUP_WORKERS": 0},
     "trafilatura workers=2": {"NEARDUP_EXTRACTOR": "trafilatura", "NEARDUP_WORKERS": 2},
-    "resiliparse inline": {"NEARDUP_EXTRACTOR": "resiliparse"},
+    "resiliparse inline": {"NEARDUP_EXTRACTOR": "resiliparse", "NEARDUP_WORKERS": 0},
     "resiliparse workers=2": {"NEARDUP_EXTRACTOR": "resiliparse", "NEARDUP_WORKERS": 2},
     # Tag mode: every page still reaches the spider, so nothing is saved by not parsing the
     # duplicates; this is the middleware's own cost.
-    "resiliparse inline tag": {"NEARDUP_EXTRACTOR": "resiliparse", "NEARDUP_ACTION": "tag"},
+    "resiliparse inline tag": {
+        "NEARDUP_EXTRACTOR": "resiliparse",
+        "NEARDUP_ACTION": "tag",
+        "NEARDUP_WORKERS": 0,
+    },
 }
+DEFAULT_CONFIGS = "without,default inline,default,resiliparse inline,resiliparse inline tag"
 
 
 class QuietHandler(SimpleHTTPRequestHandler):
@@ -115,7 +126,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--site", type=Path, default=SITE)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated configuration names")
+    parser.add_argument(
+        "--configs", default=DEFAULT_CONFIGS, help=f"comma-separated, of: {', '.join(CONFIGS)}"
+    )
+    parser.add_argument(
+        "--baseline", type=Path, metavar="CHECKOUT",
+        help="also run each configuration with the add-on from this checkout (PYTHONPATH), interleaved",
+    )  # fmt: skip
     parser.add_argument("--crawl", nargs=3, metavar=("URL", "SETTINGS", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.crawl:
@@ -128,6 +145,11 @@ def main() -> None:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     start_url = f"http://127.0.0.1:{server.server_address[1]}/index.html"
     names = args.configs.split(",")
+    unknown = [name for name in names if name not in CONFIGS]
+    if unknown:
+        parser.error(f"unknown configurations: {', '.join(unknown)}")
+    if args.baseline:
+        names += [f"{name} @base" for name in names if CONFIGS[name] is not None]
     speeds: dict[str, list[float]] = {name: [] for name in names}
     found: dict[str, set[frozenset[str]]] = {}
     counts: dict[str, dict] = {}
@@ -135,17 +157,21 @@ def main() -> None:
         for run in range(args.repeat):
             for name in names:  # interleaved, so a noisy minute hurts every configuration alike
                 db, out = Path(tmp) / f"{run}-{name}.sqlite", Path(tmp) / f"{run}-{name}.json"
-                settings = dict(CONFIGS[name])
-                if settings:
+                config = CONFIGS[name.removesuffix(" @base")]
+                settings = dict(config or {})
+                if config is not None:
                     settings.update({"ADDONS": {"scrapy_neardup.NearDupAddon": 0}, "NEARDUP_DB": str(db)})
+                env = dict(os.environ)
+                if name.endswith(" @base"):
+                    env["PYTHONPATH"] = str(args.baseline.resolve())
                 command = [sys.executable, __file__, "--crawl", start_url, json.dumps(settings), str(out)]
-                subprocess.run(command, check=True, cwd=tmp)
+                subprocess.run(command, check=True, cwd=tmp, env=env)
                 result = json.loads(out.read_text())
                 speeds[name].append(result["pages"] / result["seconds"])
                 print(f"  run {run + 1} {name}: {speeds[name][-1]:.1f} pages/s", file=sys.stderr)
                 if run == 0:
                     counts[name] = {"pages": result["pages"], **result["neardup"]}
-                    if settings:
+                    if config is not None:
                         found[name] = clusters(db)
     server.shutdown()
     base = statistics.median(speeds[names[0]])
@@ -160,17 +186,19 @@ def main() -> None:
             f"{name:<24} | {counts[name]['pages']:>5} | {median:>8.1f} | {median / base:>9.2f}x"
             f" | {dropped!s:>7} | {n_clusters}"
         )
-    for extractor in ("trafilatura", "resiliparse"):
-        inline, pooled = f"{extractor} inline", f"{extractor} workers=2"
+    for inline, pooled in [(f"{e} inline", f"{e} workers=2") for e in ("trafilatura", "resiliparse")] + [
+        ("default inline", "default")
+    ]:
         if inline in speeds and pooled in speeds:
             ratio = statistics.median(speeds[pooled]) / statistics.median(speeds[inline])
-            print(f"{extractor}: workers=2 / inline = {ratio:.2f}x")
-    per_extractor = {}
+            print(f"{pooled} / {inline} = {ratio:.2f}x")
+    per_extractor: dict[str, list[set[frozenset[str]]]] = {}
     for name, value in found.items():
-        per_extractor.setdefault(name.split()[0], []).append(value)
+        extractor = (CONFIGS[name.removesuffix(" @base")] or {}).get("NEARDUP_EXTRACTOR", "default")
+        per_extractor.setdefault(extractor, []).append(value)
     for extractor, values in per_extractor.items():
         same = all(v == values[0] for v in values)
-        print(f"{extractor}: same clusters inline and with workers: {'yes' if same else 'NO'}")
+        print(f"{extractor}: same clusters in all its configurations: {'yes' if same else 'NO'}")
 
 
 if __name__ == "__main__":

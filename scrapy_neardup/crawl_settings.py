@@ -12,7 +12,7 @@ from typing import Any
 from scrapy.settings import BaseSettings
 from scrapy.utils.project import data_path
 
-from .config import MAX_WORKERS
+from .config import AUTO_WORKERS_AFTER, MAX_WORKERS, default_workers
 from .exceptions import ConfigError, NearDupError
 from .index.base import fit_key_prefix
 
@@ -30,6 +30,7 @@ class CrawlSettings:
     db: Path | None = None
     backend: str = "sqlite"
     workers: int = 0
+    workers_after: int = 0  # pages fingerprinted inline before the pool starts (the default pool's 20)
     item_field: str | None = None
     tag_field: str = "neardup"
     url_field: str = "url"
@@ -49,7 +50,10 @@ class CrawlSettings:
     def from_settings(cls, settings: BaseSettings, spider_name: str) -> CrawlSettings:
         action = _choice(settings, "NEARDUP_ACTION", ACTIONS, "drop")
         backend = _choice(settings, "NEARDUP_BACKEND", BACKENDS, "sqlite")
-        workers = _number(settings, "NEARDUP_WORKERS", 0, int, 0, MAX_WORKERS)
+        workers_set = settings.get("NEARDUP_WORKERS") not in (None, "")
+        workers = (
+            _number(settings, "NEARDUP_WORKERS", 0, int, 0, MAX_WORKERS) if workers_set else default_workers()
+        )
         page_timeout = _number(settings, "NEARDUP_PAGE_TIMEOUT", 60.0, float, 0.1, 86400.0)
         drop_above = None
         if settings.get("NEARDUP_DROP_ABOVE") not in (None, ""):
@@ -84,6 +88,7 @@ class CrawlSettings:
             redis_url=redis_url,
             redis_key=redis_key,
             workers=workers,
+            workers_after=0 if workers_set else AUTO_WORKERS_AFTER,
             page_timeout=page_timeout,
             drop_above=drop_above,
             item_field=_field(settings, "NEARDUP_ITEM_FIELD", None),

@@ -94,9 +94,7 @@ def fingerprint(
         return Fingerprint(skip_reason=skip.reason, skip_detail=skip.detail, raw_hash=body_hash)
     utf8 = words(text)
     hashes = token_hashes(utf8)
-    language = (
-        detect_language(utf8, LANGUAGE_VOTES, hashes) if config.language == "auto" else config.language
-    )
+    language = detect_language(utf8, LANGUAGE_VOTES, hashes) if config.language == "auto" else config.language
     if len(utf8) < max(1, config.min_tokens):
         return Fingerprint(
             skip_reason="too_short",

@@ -46,7 +46,7 @@ class CrawlSession:
         self.settings = settings
         self.detector = detector
         self.stats = stats
-        self.workers = WorkerPool(config, settings.workers, settings.page_timeout)
+        self.workers = WorkerPool(config, settings.workers, settings.page_timeout, settings.workers_after)
         self.verdicts: OrderedDict[str, Verdict] = OrderedDict()
         self._item_verdicts: OrderedDict[int, tuple[Any, Verdict]] = OrderedDict()
         self._logged_once = False
@@ -87,9 +87,14 @@ class CrawlSession:
             f"{held['duplicates']:,} duplicates; NEARDUP_RESET starts afresh)"
             if held["documents"] else "is new"
         )  # fmt: skip
+        workers = (
+            f"{settings.workers} worker processes"
+            + (f" after {settings.workers_after} pages" if settings.workers_after else "")
+            if settings.workers else "inline"
+        )  # fmt: skip
         logger.info(
-            "scrapy-neardup: %s near-duplicates by %s; index %s %s%s",
-            settings.action, ", ".join(config.methods), index.path, earlier,
+            "scrapy-neardup: %s near-duplicates by %s (extractor %s, %s); index %s %s%s",
+            settings.action, ", ".join(config.methods), config.extractor, workers, index.path, earlier,
             " (reset)" if settings.reset else "",
         )  # fmt: skip
         return session

@@ -32,12 +32,18 @@ class WorkersStopped(Exception):
 
 
 class WorkerPool:
-    """``size`` worker processes (0: fingerprint inline), started with the first page."""
+    """``size`` worker processes (0: fingerprint inline), started with the first page, or after the
+    first ``start_after`` pages; then pages are fingerprinted inline until the workers are ready."""
 
-    def __init__(self, config: DedupConfig, size: int, page_timeout: float | None) -> None:
+    def __init__(
+        self, config: DedupConfig, size: int, page_timeout: float | None, start_after: int = 0
+    ) -> None:
         self.config = config
         self.size = size
         self.page_timeout = page_timeout
+        self.start_after = start_after
+        self._pages = 0
+        self.pooled = 0  # pages fingerprinted by a worker
         self._pool: ProcessPoolExecutor | None = None
         self._warming: list[asyncio.Future] = []  # each worker's first page: imports the extractor
         self._inflight: set[asyncio.Future] = set()
@@ -48,9 +54,10 @@ class WorkerPool:
     ) -> Fingerprint:
         """The page's fingerprint, from a worker when there is a pool; ``raw``: its body's hash."""
         raw = raw if raw is not None else raw_hash(body)
+        self._pages += 1
         for _ in range(2):  # a second try when another page's timeout stopped the pool under this one
-            pool = self._workers()
-            if pool is None:
+            pool = self._workers() if self._pages > self.start_after else None
+            if pool is None or (self.start_after and not all(w.done() for w in self._warming)):
                 return fingerprint(body, self.config, content_type=content_type, extractor=extractor, raw=raw)
             while self._warming:  # a page's time budget starts once the workers have started
                 await asyncio.wait({self._warming.pop()})
@@ -66,6 +73,7 @@ class WorkerPool:
                 detail = f"fingerprinting took over NEARDUP_PAGE_TIMEOUT = {self.page_timeout} s"
                 return Fingerprint(skip_reason="timeout", skip_detail=detail, raw_hash=raw)
             if not isinstance(waiter.exception(), WorkersStopped):
+                self.pooled += 1
                 return waiter.result()
         raise WorkersStopped("the worker pool was stopped twice under this page")
 
@@ -117,7 +125,8 @@ class WorkerPool:
             try:
                 asyncio.get_running_loop()
             except RuntimeError:
-                logger.warning("NEARDUP_WORKERS needs the asyncio reactor; fingerprinting inline instead")
+                log = logger.info if self.start_after else logger.warning  # a default pool: not asked for
+                log("NEARDUP_WORKERS needs the asyncio reactor; fingerprinting inline instead")
                 self.size = 0
                 return None
             self._pool = ProcessPoolExecutor(self.size, mp_context=get_context("spawn"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import sqlite3
@@ -11,6 +12,13 @@ from pathlib import Path
 
 import pytest
 from crawling import ADDON, RUNNER, SITE, TRUTH, crawl, expected, path_of, stats_match_truth
+from scrapy.settings import Settings
+
+from scrapy_neardup import config as config_module
+from scrapy_neardup.config import AUTO_WORKERS_AFTER, DedupConfig
+from scrapy_neardup.crawl_settings import CrawlSettings
+from scrapy_neardup.fingerprint import fingerprint
+from scrapy_neardup.workers import WorkerPool
 
 
 def test_drop_mode_keeps_duplicates_from_the_spider_items_and_feed(tmp_path, site):
@@ -125,7 +133,9 @@ def test_non_html_responses_pass_untouched(tmp_path, site):
 
 
 def test_workers_give_the_same_verdicts_as_inline(tmp_path, site):
-    inline = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_DB": str(tmp_path / "inline.sqlite")})
+    inline = crawl(
+        tmp_path, [site + "/"], {**ADDON, "NEARDUP_DB": str(tmp_path / "inline.sqlite"), "NEARDUP_WORKERS": 0}
+    )
     pooled = crawl(
         tmp_path, [site + "/"], {**ADDON, "NEARDUP_DB": str(tmp_path / "pool.sqlite"), "NEARDUP_WORKERS": 2}
     )
@@ -140,6 +150,47 @@ def test_workers_give_the_same_verdicts_as_inline(tmp_path, site):
 
     assert verdicts(tmp_path / "inline.sqlite") == verdicts(tmp_path / "pool.sqlite")
     assert inline["stats"]["neardup/dropped"] == pooled["stats"]["neardup/dropped"] == 5
+
+
+def test_default_pool_starts_after_the_first_pages_and_keeps_verdicts(aeb_pages):
+    """The default pool starts after ``start_after`` pages; until its workers are ready, pages
+    are fingerprinted inline, then by the workers, with the same fingerprints."""
+    config = DedupConfig()
+    bodies = list(aeb_pages.values())[:12]
+    expected = [fingerprint(body, config) for body in bodies]
+
+    async def run() -> tuple[WorkerPool, list]:
+        pool = WorkerPool(config, 2, 60.0, start_after=4)
+        got = []
+        try:
+            for round_ in range(200):  # until the workers have taken pages, or about a minute
+                got.append(await pool.fingerprint(bodies[round_ % len(bodies)], None, None))
+                if round_ == 3:
+                    assert pool._pool is None and pool.pooled == 0  # the first 4 pages: inline
+                if pool.pooled >= len(bodies):
+                    break
+                await asyncio.sleep(0.3)  # the crawl's event loop runs between pages
+        finally:
+            pool.close()
+        return pool, got
+
+    pool, got = asyncio.run(run())
+    assert pool.pooled >= len(bodies)
+    assert len(got) > pool.pooled  # some pages went inline while the workers started
+    for n, fp in enumerate(got):
+        want = expected[n % len(bodies)]
+        assert (fp.exact, fp.simhash, fp.spots.hashes.tolist()) == (
+            want.exact, want.simhash, want.spots.hashes.tolist(),
+        )  # fmt: skip
+
+
+def test_default_workers_follow_the_cores(monkeypatch):
+    for cores, workers in [(1, 0), (2, 2), (3, 3), (16, 4)]:
+        monkeypatch.setattr(config_module, "usable_cores", lambda cores=cores: cores)
+        settings = CrawlSettings.from_settings(Settings({}), "s")
+        assert (settings.workers, settings.workers_after) == (workers, AUTO_WORKERS_AFTER)
+    explicit = CrawlSettings.from_settings(Settings({"NEARDUP_WORKERS": "0"}), "s")
+    assert (explicit.workers, explicit.workers_after) == (0, 0)
 
 
 def test_two_crawls_sharing_one_index(tmp_path, site):
