@@ -205,6 +205,8 @@ def storable(text: str) -> str:
 
 def _crowded_tag(html: str) -> bool:
     """Whether a tag of the page holds more than ``MAX_ATTRIBUTES`` attributes."""
+    if len(html) < HUGE_TAG or max(map(len, html.split("<"))) < HUGE_TAG:
+        return False  # no tag can be that long: the usual page, without a regex pass over it
     for match in _HUGE_TAG.finditer(html):
         end = html.find(">", match.start())
         if html.count("=", match.start(), end if end >= 0 else len(html)) > MAX_ATTRIBUTES:
@@ -281,9 +283,14 @@ def drop_repeated_lines(text: str, min_chars: int = 30) -> str:
     its copy's, and the two would no longer match. Short lines (menu items, table cells,
     code) may repeat legitimately and are kept.
     """
+    lines = text.splitlines()
+    keys = [" ".join(line.split()) for line in lines if len(line) >= min_chars]
+    keys = [key for key in keys if len(key) >= min_chars]
+    if len(set(keys)) == len(keys):
+        return "\n".join(lines)  # the usual page: no long line repeats
     seen: set[str] = set()
     kept = []
-    for line in text.splitlines():
+    for line in lines:
         if len(line) < min_chars:  # its collapsed form is shorter still
             kept.append(line)
             continue
