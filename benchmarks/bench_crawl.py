@@ -10,8 +10,9 @@ interleaved: by default without the add-on, with its default settings inline
 extractor inline in drop mode (the default) and in tag mode. ``--baseline`` runs every
 configuration with the add-on of another checkout too, to compare two versions in one run.
 It prints pages downloaded per second (median of the repeats), the ratio to the crawl
-without the add-on, and whether the configurations of one extractor found the same
-duplicate clusters.
+without the add-on, whether the configurations of one extractor found the same duplicate
+clusters, and the CPU time a page took (the crawl, its workers and the server together): the
+machine's cores divided by it bound the pages a second any scheduling could reach.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sqlite3
 import statistics
 import subprocess
@@ -40,6 +42,7 @@ CONFIGS: dict[str, dict | None] = {
     "default": {},
     "trafilatura inline": {"NEARDUP_EXTRACTOR": "trafilatura", "NEARDUP_WORKERS": 0},
     "trafilatura workers=2": {"NEARDUP_EXTRACTOR": "trafilatura", "NEARDUP_WORKERS": 2},
+    "trafilatura-fast inline": {"NEARDUP_EXTRACTOR": "trafilatura-fast", "NEARDUP_WORKERS": 0},
     "resiliparse inline": {"NEARDUP_EXTRACTOR": "resiliparse", "NEARDUP_WORKERS": 0},
     "resiliparse workers=2": {"NEARDUP_EXTRACTOR": "resiliparse", "NEARDUP_WORKERS": 2},
     # Tag mode: every page still reaches the spider, so nothing is saved by not parsing the
@@ -101,6 +104,13 @@ def crawl_once(start_url: str, settings: dict, out: Path) -> None:
     )
 
 
+def cpu_seconds() -> float:
+    """CPU seconds of this process (the server's threads) and its finished children (each crawl,
+    with its worker processes)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def clusters(db: Path) -> set[frozenset[str]]:
     """The duplicate clusters an index found, as sets of URL paths (order of arrival aside)."""
     parent: dict[str, str] = {}
@@ -151,6 +161,7 @@ def main() -> None:
     if args.baseline:
         names += [f"{name} @base" for name in names if CONFIGS[name] is not None]
     speeds: dict[str, list[float]] = {name: [] for name in names}
+    cpu: dict[str, list[float]] = {name: [] for name in names}  # CPU ms a page: crawl, workers, server
     found: dict[str, set[frozenset[str]]] = {}
     counts: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -165,9 +176,11 @@ def main() -> None:
                 if name.endswith(" @base"):
                     env["PYTHONPATH"] = str(args.baseline.resolve())
                 command = [sys.executable, __file__, "--crawl", start_url, json.dumps(settings), str(out)]
+                before = cpu_seconds()
                 subprocess.run(command, check=True, cwd=tmp, env=env)
                 result = json.loads(out.read_text())
                 speeds[name].append(result["pages"] / result["seconds"])
+                cpu[name].append((cpu_seconds() - before) / result["pages"] * 1000)
                 print(f"  run {run + 1} {name}: {speeds[name][-1]:.1f} pages/s", file=sys.stderr)
                 if run == 0:
                     counts[name] = {"pages": result["pages"], **result["neardup"]}
@@ -176,15 +189,18 @@ def main() -> None:
     server.shutdown()
     base = statistics.median(speeds[names[0]])
     print(f"\nCrawl of {args.site.name} on 127.0.0.1, median of {args.repeat} runs")
-    header = f"{'configuration':<24} | {'pages':>5} | {'pages/s':>8} | {'vs without':>10} | {'dropped':>7}"
-    print(header + " | clusters")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    header = f"{'configuration':<28} | {'pages':>5} | {'pages/s':>8} | {'vs without':>10} | {'dropped':>7}"
+    print(header + f" | clusters | CPU ms/page | CPU bound on {cores} cores")
     for name in names:
         median = statistics.median(speeds[name])
         dropped = counts[name].get("neardup/dropped", "")
         n_clusters = len(found.get(name, ()))
+        cpu_ms = statistics.median(cpu[name])
+        bound = cores * 1000 / cpu_ms / base  # pages/s if every core were busy all the time, vs without
         print(
-            f"{name:<24} | {counts[name]['pages']:>5} | {median:>8.1f} | {median / base:>9.2f}x"
-            f" | {dropped!s:>7} | {n_clusters}"
+            f"{name:<28} | {counts[name]['pages']:>5} | {median:>8.1f} | {median / base:>9.2f}x"
+            f" | {dropped!s:>7} | {n_clusters:>8} | {cpu_ms:>11.1f} | {bound:.2f}x"
         )
     for inline, pooled in [(f"{e} inline", f"{e} workers=2") for e in ("trafilatura", "resiliparse")] + [
         ("default inline", "default")

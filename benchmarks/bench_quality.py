@@ -210,9 +210,9 @@ class View:
     def minhash(self) -> np.ndarray:
         def make() -> np.ndarray:
             n = len(self.fps)
-            m = np.stack(
-                [fp.minhash if fp.minhash is not None else np.zeros(1, np.uint32) for fp in self.fps]
-            )
+            width = next((len(fp.minhash) for fp in self.fps if fp.minhash is not None), 1)
+            blank = np.zeros(width, np.uint32)  # a skipped page (not judged, so never paired)
+            m = np.stack([fp.minhash if fp.minhash is not None else blank for fp in self.fps])
             same = np.zeros((n, n), dtype=np.int32)
             for col in m.T:
                 same += col[:, None] == col[None, :]
