@@ -205,8 +205,8 @@ def storable(text: str) -> str:
 
 def _crowded_tag(html: str) -> bool:
     """Whether a tag of the page holds more than ``MAX_ATTRIBUTES`` attributes."""
-    if len(html) < HUGE_TAG or max(map(len, html.split("<"))) < HUGE_TAG:
-        return False  # no tag can be that long: the usual page, without a regex pass over it
+    if len(html) < HUGE_TAG or html.count("=") <= MAX_ATTRIBUTES or max(map(len, html.split("<"))) < HUGE_TAG:
+        return False  # no tag can be that crowded: the usual page, without a regex pass over it
     for match in _HUGE_TAG.finditer(html):
         end = html.find(">", match.start())
         if html.count("=", match.start(), end if end >= 0 else len(html)) > MAX_ATTRIBUTES:
@@ -333,7 +333,7 @@ def _separated(text: str) -> bytes | list[str]:
             # The stretches of non-ASCII bytes, each with the ASCII character before it (a combining
             # mark may join it), folded in one call with NUL between them (ASCII: a boundary too).
             edges = np.flatnonzero(high[1:] != high[:-1]) + 1
-            starts = [start - 1 for start in ([1] if high[0] else []) + edges[high[edges]].tolist()]
+            starts = ([0] if high[0] else []) + [edge - 1 for edge in edges[high[edges]].tolist()]
             ends = edges[~high[edges]].tolist() + ([len(data)] if high[-1] else [])
             stretches = b"\0".join([data[s:e] for s, e in zip(starts, ends, strict=True)])
             folded = _fold_run(stretches.decode("utf-8", "surrogatepass"))
