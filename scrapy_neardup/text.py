@@ -315,43 +315,45 @@ def _fold_run(run: str) -> str:
 
 
 def _separated(text: str) -> bytes | list[str]:
-    """The folded text (NFKC, casefold) as UTF-8 with every separator a space, or, for text with
-    CJK characters or many kinds of non-ASCII separators, its tokens from the regular expression.
+    """The folded text (NFKC, casefold) as UTF-8 with every separator a space, or, for short text,
+    text with CJK characters or many kinds of non-ASCII separators, its tokens from the regex.
 
     The work is done in C over the bytes: ASCII is folded and separated by one ``translate``,
     and only the stretches around non-ASCII characters go through NFKC, since ASCII is stable
     under it (no ASCII character is changed by NFKC or composes with the one before it).
     """
     text = text[:MAX_TEXT]
+    if text.isascii():
+        return text.encode("ascii").translate(_ASCII_SEPARATORS)
+    if len(text) < 256:  # a sentence, a title: the regular expression costs less than the set-up
+        return _TOKEN.findall(_fold_run(text))[:MAX_TOKENS]
     data = text.encode("utf-8", "surrogatepass")
     high = np.frombuffer(data, dtype=np.uint8) >= 0x80
-    if high.any():
-        whole = 4 * int(high.sum()) > len(data) or "\0" in text  # mostly another script: fold it all
-        if whole:
-            folded = _fold_run(text)
-        else:
-            # The stretches of non-ASCII bytes, each with the ASCII character before it (a combining
-            # mark may join it), folded in one call with NUL between them (ASCII: a boundary too).
-            edges = np.flatnonzero(high[1:] != high[:-1]) + 1
-            starts = ([0] if high[0] else []) + [edge - 1 for edge in edges[high[edges]].tolist()]
-            ends = edges[~high[edges]].tolist() + ([len(data)] if high[-1] else [])
-            stretches = b"\0".join([data[s:e] for s, e in zip(starts, ends, strict=True)])
-            folded = _fold_run(stretches.decode("utf-8", "surrogatepass"))
-        others = set(
-            folded.encode("utf-8", "surrogatepass").translate(None, _ASCII).decode("utf-8", "surrogatepass")
-        )
-        separators = [char for char in others if not char.isalnum()]
-        if len(separators) > _FEW_SEPARATORS or any(_CJK_CHAR.match(char) for char in others):
-            return _TOKEN.findall(folded if whole else _fold_run(text))[:MAX_TOKENS]
-        for char in separators:
-            folded = folded.replace(char, " ")
-        if whole:
-            data = folded.encode("utf-8", "surrogatepass")
-        else:
-            runs = folded.encode("utf-8", "surrogatepass").split(b"\0")
-            gaps = [data[end:start] for start, end in zip(starts[1:], ends, strict=False)]
-            pieces = itertools.chain(*zip(runs, gaps, strict=False))
-            data = b"".join([data[: starts[0]], *pieces, runs[-1], data[ends[-1] :]])
+    whole = 4 * int(high.sum()) > len(data) or "\0" in text  # mostly another script: fold it all
+    if whole:
+        folded = _fold_run(text)
+    else:
+        # The stretches of non-ASCII bytes, each with the ASCII character before it (a combining
+        # mark may join it), folded in one call with NUL between them (ASCII: a boundary too).
+        edges = np.flatnonzero(high[1:] != high[:-1]) + 1
+        starts = ([0] if high[0] else []) + [edge - 1 for edge in edges[high[edges]].tolist()]
+        ends = edges[~high[edges]].tolist() + ([len(data)] if high[-1] else [])
+        stretches = b"\0".join([data[s:e] for s, e in zip(starts, ends, strict=True)])
+        folded = _fold_run(stretches.decode("utf-8", "surrogatepass"))
+    non_ascii = folded.encode("utf-8", "surrogatepass").translate(None, _ASCII)
+    others = set(non_ascii.decode("utf-8", "surrogatepass"))
+    separators = [char for char in others if not char.isalnum()]
+    if len(separators) > _FEW_SEPARATORS or any(_CJK_CHAR.match(char) for char in others):
+        return _TOKEN.findall(folded if whole else _fold_run(text))[:MAX_TOKENS]
+    for char in separators:
+        folded = folded.replace(char, " ")
+    if whole:
+        data = folded.encode("utf-8", "surrogatepass")
+    else:
+        runs = folded.encode("utf-8", "surrogatepass").split(b"\0")
+        gaps = [data[end:start] for start, end in zip(starts[1:], ends, strict=False)]
+        pieces = itertools.chain(*zip(runs, gaps, strict=False))
+        data = b"".join([data[: starts[0]], *pieces, runs[-1], data[ends[-1] :]])
     return data.translate(_ASCII_SEPARATORS)
 
 
