@@ -30,7 +30,7 @@ class CrawlSettings:
     db: Path | None = None
     backend: str = "sqlite"
     workers: int = 0
-    workers_after: int = 0  # pages fingerprinted inline before the pool starts (the default pool's 20)
+    workers_after: int = 0  # pages fingerprinted inline before the pool starts
     item_field: str | None = None
     tag_field: str = "neardup"
     url_field: str = "url"
@@ -88,7 +88,9 @@ class CrawlSettings:
             redis_url=redis_url,
             redis_key=redis_key,
             workers=workers,
-            workers_after=0 if workers_set else AUTO_WORKERS_AFTER,
+            workers_after=_number(
+                settings, "NEARDUP_WORKERS_AFTER", 0 if workers_set else AUTO_WORKERS_AFTER, int, 0, 10**9
+            ),
             page_timeout=page_timeout,
             drop_above=drop_above,
             item_field=_field(settings, "NEARDUP_ITEM_FIELD", None),

@@ -17,6 +17,7 @@ from scrapy.settings import Settings
 from scrapy_neardup import config as config_module
 from scrapy_neardup.config import AUTO_WORKERS_AFTER, DedupConfig
 from scrapy_neardup.crawl_settings import CrawlSettings
+from scrapy_neardup.exceptions import ConfigError
 from scrapy_neardup.fingerprint import fingerprint
 from scrapy_neardup.workers import WorkerPool
 
@@ -191,6 +192,10 @@ def test_default_workers_follow_the_cores(monkeypatch):
         assert (settings.workers, settings.workers_after) == (workers, AUTO_WORKERS_AFTER)
     explicit = CrawlSettings.from_settings(Settings({"NEARDUP_WORKERS": "0"}), "s")
     assert (explicit.workers, explicit.workers_after) == (0, 0)
+    later = CrawlSettings.from_settings(Settings({"NEARDUP_WORKERS": 2, "NEARDUP_WORKERS_AFTER": 50}), "s")
+    assert (later.workers, later.workers_after) == (2, 50)
+    with pytest.raises(ConfigError, match="NEARDUP_WORKERS_AFTER"):
+        CrawlSettings.from_settings(Settings({"NEARDUP_WORKERS_AFTER": -1}), "s")
 
 
 def test_two_crawls_sharing_one_index(tmp_path, site):
