@@ -3,7 +3,9 @@ at start, each error naming its setting."""
 
 from __future__ import annotations
 
+import logging
 import os
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +17,9 @@ from scrapy.utils.project import data_path
 from .config import AUTO_WORKERS_AFTER, MAX_WORKERS, default_workers
 from .exceptions import ConfigError, NearDupError
 from .index.base import fit_key_prefix
+from .workers import main_script_guarded
+
+logger = logging.getLogger("scrapy_neardup")
 
 ACTIONS = ("drop", "tag")
 BACKENDS = ("sqlite", "redis")
@@ -51,9 +56,17 @@ class CrawlSettings:
         action = _choice(settings, "NEARDUP_ACTION", ACTIONS, "drop")
         backend = _choice(settings, "NEARDUP_BACKEND", BACKENDS, "sqlite")
         workers_set = settings.get("NEARDUP_WORKERS") not in (None, "")
-        workers = (
-            _number(settings, "NEARDUP_WORKERS", 0, int, 0, MAX_WORKERS) if workers_set else default_workers()
-        )
+        if workers_set:
+            workers = _number(settings, "NEARDUP_WORKERS", 0, int, 0, MAX_WORKERS)
+        elif main_script_guarded():
+            workers = default_workers()
+        else:  # each worker would start the crawl again
+            workers = 0
+            logger.info(
+                "scrapy-neardup: no worker processes: %s starts its crawl outside "
+                "'if __name__ == \"__main__\":', which each worker would run again",
+                getattr(sys.modules.get("__main__"), "__file__", "the main script"),
+            )
         page_timeout = _number(settings, "NEARDUP_PAGE_TIMEOUT", 60.0, float, 0.1, 86400.0)
         drop_above = None
         if settings.get("NEARDUP_DROP_ABOVE") not in (None, ""):

@@ -11,8 +11,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
+import sys
 from concurrent.futures import Future, ProcessPoolExecutor
 from multiprocessing import get_context
+from pathlib import Path
 
 from .config import DedupConfig
 from .fingerprint import Fingerprint, fingerprint
@@ -25,6 +28,27 @@ WARM_UP = (
     + "A page that makes a worker import its extractor. " * 20
     + "</p></article></body></html>"
 )
+
+
+_MAIN_GUARD = re.compile(r"""__name__\s*==\s*["']__main__["']""")
+
+
+def main_script_guarded() -> bool:
+    """Whether worker processes can start without running the crawl's script again: each one
+    imports the main module (the spawn start method), so a script that starts a crawl must do
+    it under ``if __name__ == "__main__":``. ``scrapy crawl`` and ``python -m`` packages are."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if main is None or (spec is not None and spec.name.endswith("__main__")):
+        return True  # nothing to import again, or a package's __main__, which spawn skips
+    path = getattr(main, "__file__", None)
+    if path is None:
+        return True  # an interactive session: nothing is run again
+    try:
+        source = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return _MAIN_GUARD.search(source) is not None
 
 
 class WorkersStopped(Exception):

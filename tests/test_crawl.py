@@ -8,6 +8,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from scrapy_neardup.config import AUTO_WORKERS_AFTER, DedupConfig
 from scrapy_neardup.crawl_settings import CrawlSettings
 from scrapy_neardup.exceptions import ConfigError
 from scrapy_neardup.fingerprint import fingerprint
-from scrapy_neardup.workers import WorkerPool
+from scrapy_neardup.workers import WorkerPool, main_script_guarded
 
 
 def test_drop_mode_keeps_duplicates_from_the_spider_items_and_feed(tmp_path, site):
@@ -196,6 +197,64 @@ def test_default_workers_follow_the_cores(monkeypatch):
     assert (later.workers, later.workers_after) == (2, 50)
     with pytest.raises(ConfigError, match="NEARDUP_WORKERS_AFTER"):
         CrawlSettings.from_settings(Settings({"NEARDUP_WORKERS_AFTER": -1}), "s")
+
+
+UNGUARDED_SCRIPT = """
+import scrapy
+from scrapy.crawler import CrawlerProcess
+
+
+class SiteSpider(scrapy.Spider):
+    name = "unguarded"
+    start_urls = [{start!r}]
+
+    def parse(self, response):
+        yield {{"url": response.url}}
+        for href in response.css("a::attr(href)").getall():
+            if href.endswith(".html") or href.endswith("/"):
+                yield response.follow(href)
+
+
+# As in Scrapy's "run Scrapy from a script": the crawl at the top level, no __main__ guard.
+process = CrawlerProcess({{
+    "ADDONS": {{"scrapy_neardup.NearDupAddon": 0}}, "NEARDUP_DB": {db!r}, "NEARDUP_WORKERS_AFTER": 0,
+    "FEEDS": {{{feed!r}: {{"format": "jsonlines"}}}}, "LOG_LEVEL": "INFO",
+}})
+process.crawl(SiteSpider)
+process.start()
+"""
+
+
+def test_a_script_without_main_guard_gets_no_default_pool(tmp_path, site):
+    """A default pool's workers would import the script and start its crawl again: such a
+    script crawls inline, once, and the log says why."""
+    feed, db = tmp_path / "items.jsonl", tmp_path / "unguarded.sqlite"
+    script = tmp_path / "run.py"
+    script.write_text(UNGUARDED_SCRIPT.format(start=site + "/", db=str(db), feed=str(feed)))
+    proc = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=180
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "no worker processes" in proc.stderr and "inline" in proc.stderr
+    assert feed.read_text().strip()
+    assert proc.stderr.count("Spider opened") == 1  # one crawl, not one more in each worker
+    with sqlite3.connect(db) as con:
+        assert con.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 1
+
+
+def test_main_script_guard_is_read_from_the_script(tmp_path, monkeypatch):
+    module = types.ModuleType("__main__")
+    module.__spec__ = None
+    monkeypatch.setitem(sys.modules, "__main__", module)
+    for source, guarded in [("run()\n", False), ("if __name__ == '__main__':\n    run()\n", True)]:
+        script = tmp_path / "script.py"
+        script.write_text(source)
+        module.__file__ = str(script)
+        assert main_script_guarded() is guarded
+    module.__file__ = str(tmp_path / "gone.py")
+    assert main_script_guarded() is False
+    del module.__file__
+    assert main_script_guarded() is True  # an interactive session
 
 
 def test_two_crawls_sharing_one_index(tmp_path, site):
