@@ -58,15 +58,16 @@ class CrawlSettings:
         workers_set = settings.get("NEARDUP_WORKERS") not in (None, "")
         if workers_set:
             workers = _number(settings, "NEARDUP_WORKERS", 0, int, 0, MAX_WORKERS)
-        elif main_script_guarded():
+        else:
             workers = default_workers()
-        else:  # each worker would start the crawl again
-            workers = 0
-            logger.info(
+        if workers and not main_script_guarded():  # each worker would start the crawl again
+            log = logger.warning if workers_set else logger.info
+            log(
                 "scrapy-neardup: no worker processes: %s starts its crawl outside "
                 "'if __name__ == \"__main__\":', which each worker would run again",
                 getattr(sys.modules.get("__main__"), "__file__", "the main script"),
             )
+            workers = 0
         page_timeout = _number(settings, "NEARDUP_PAGE_TIMEOUT", 60.0, float, 0.1, 86400.0)
         drop_above = None
         if settings.get("NEARDUP_DROP_ABOVE") not in (None, ""):

@@ -235,11 +235,24 @@ def test_a_script_without_main_guard_gets_no_default_pool(tmp_path, site):
         [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=180
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "no worker processes" in proc.stderr and "inline" in proc.stderr
+    assert "INFO: scrapy-neardup: no worker processes" in proc.stderr and "inline" in proc.stderr
     assert feed.read_text().strip()
     assert proc.stderr.count("Spider opened") == 1  # one crawl, not one more in each worker
     with sqlite3.connect(db) as con:
         assert con.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 1
+
+
+def test_a_script_without_main_guard_asking_for_workers_runs_inline(tmp_path, site):
+    feed, db = tmp_path / "items.jsonl", tmp_path / "asked.sqlite"
+    script = tmp_path / "run.py"
+    source = UNGUARDED_SCRIPT.format(start=site + "/", db=str(db), feed=str(feed))
+    script.write_text(source.replace('"NEARDUP_WORKERS_AFTER": 0', '"NEARDUP_WORKERS": 2'))
+    proc = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=180
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "WARNING: scrapy-neardup: no worker processes" in proc.stderr
+    assert proc.stderr.count("Spider opened") == 1 and feed.read_text().strip()
 
 
 def test_main_script_guard_is_read_from_the_script(tmp_path, monkeypatch):
