@@ -426,13 +426,18 @@ def detect_language(
     weights[-1] = len(ordered) - starts[-1]
     at = order[starts].tolist()
     distinct = list(itemgetter(*at)(sample)) if len(at) > 1 else [sample[at[0]]]
-    if isinstance(distinct[0], bytes):
-        distinct = list(map(bytes.decode, distinct))
-    weights[np.fromiter(map(str.isdigit, distinct), dtype=bool, count=len(distinct))] = 0
+    if isinstance(distinct[0], bytes) and b"".join(distinct).isascii():  # no decoding: bytes are chars
+        digits = np.fromiter(map(bytes.isdigit, distinct), dtype=bool, count=len(distinct))
+        first = np.frombuffer(bytes(map(itemgetter(0), distinct)), dtype=np.uint8).astype(np.uint32)
+    else:
+        if isinstance(distinct[0], bytes):
+            distinct = list(map(bytes.decode, distinct))
+        digits = np.fromiter(map(str.isdigit, distinct), dtype=bool, count=len(distinct))
+        first = np.frombuffer("".join(map(itemgetter(0), distinct)).encode("utf-32-le"), dtype=np.uint32)
+    weights[digits] = 0
     size = int(weights.sum())
     if not size:
         return "und"
-    first = np.frombuffer("".join(map(itemgetter(0), distinct)).encode("utf-32-le"), dtype=np.uint32)
     if first.max() >= CJK_RANGES[0][0]:
         single = np.fromiter(map(len, distinct), dtype=np.int64, count=len(distinct)) == 1
         cjk = int(weights[single & _in_ranges(first, CJK_RANGES)].sum())
