@@ -22,6 +22,7 @@ from crawling import ADDON, crawl, expected, path_of, stats_match_truth
 
 from scrapy_neardup import DedupConfig
 from scrapy_neardup.detector import Detector
+from scrapy_neardup.exceptions import IndexFileError
 from scrapy_neardup.index.redis import RedisIndex
 
 CONFIG = DedupConfig(extractor="text", min_tokens=5)
@@ -135,6 +136,18 @@ def test_two_crawlers_sharing_the_queue_store_one_page_a_group(tmp_path, site, r
     assert all(r["items"] for r in results.values())  # both crawlers did part of the work
 
 
+def _documents(url: str, prefix: str) -> int:
+    """Pages the Redis index under ``prefix`` holds so far (0 before it exists)."""
+    try:
+        index = RedisIndex.open_existing(url, prefix)
+    except IndexFileError:  # not made yet
+        return 0
+    try:
+        return index.stats()["documents"]
+    finally:
+        index.close()
+
+
 def test_redis_lost_mid_crawl_passes_pages_and_the_index_stays_whole(tmp_path, site):
     """redis-server killed and restarted while a crawl runs: pages pass unjudged and are counted."""
     server = shutil.which("redis-server")
@@ -146,16 +159,18 @@ def test_redis_lost_mid_crawl_passes_pages_and_the_index_stays_whole(tmp_path, s
     redis_process = subprocess.Popen(start, stdout=subprocess.DEVNULL)
     url = f"redis://127.0.0.1:{port}/0"
     _wait_for(port)
-    settings = {**REDIS, "NEARDUP_REDIS_URL": url, "DOWNLOAD_DELAY": 0.4, "CONCURRENT_REQUESTS": 1}
+    settings = {**REDIS, "NEARDUP_REDIS_URL": url, "DOWNLOAD_DELAY": 1.0, "CONCURRENT_REQUESTS": 1}
     outcome = {}
     crawler = threading.Thread(
         target=lambda: outcome.update(crawl(tmp_path, [site + "/"], settings, check=False))
     )
     crawler.start()
-    time.sleep(2.5)
+    deadline = time.time() + 60
+    while time.time() < deadline and _documents(url, "site:neardup") < 2:  # the crawl is under way
+        time.sleep(0.1)
     redis_process.kill()  # lost mid-crawl
     redis_process.wait()
-    time.sleep(1.5)
+    time.sleep(8)  # longer than the client's retries wait
     redis_process = subprocess.Popen(start, stdout=subprocess.DEVNULL)  # back, with what it had written
     _wait_for(port)
     restarted_at = time.time()
