@@ -32,6 +32,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from scrapy_neardup import NearDupError
+from scrapy_neardup.config import DedupConfig
+from scrapy_neardup.index.schema import stored_config
+
 HERE = Path(__file__).resolve().parent
 SITE = HERE / "site"
 OUTPUT = HERE / "output"
@@ -63,6 +67,20 @@ def serve(directory: Path) -> ThreadingHTTPServer:
     return server
 
 
+def index_fits() -> bool:
+    """Whether the kept index was built with the detection settings this version uses; one from an
+    earlier version's defaults would stop the crawl at start, so the demo starts afresh instead."""
+    if not DB.exists():
+        return True
+    try:
+        fits = stored_config(DB).shaping() == DedupConfig().shaping()
+    except NearDupError:
+        fits = False
+    if not fits:
+        print(f"{DB.relative_to(HERE.parent)} was built with other detection settings: starting afresh.")
+    return fits
+
+
 def clean_output(start_url: str) -> None:
     """Keep the last run's items for comparison, and its index when the site is at the same address
     (on another port every URL is new, and each page would be a copy of its old address)."""
@@ -72,7 +90,7 @@ def clean_output(start_url: str) -> None:
         ITEMS.rename(PREVIOUS_ITEMS)
     for path in (REPORT, STATS, LOG):
         path.unlink(missing_ok=True)
-    if SITE_URL.exists() and SITE_URL.read_text(encoding="utf-8") == start_url:
+    if SITE_URL.exists() and SITE_URL.read_text(encoding="utf-8") == start_url and index_fits():
         return
     for path in OUTPUT.glob(DB.name + "*"):  # the database with its -wal and -shm files
         if path.is_dir():

@@ -171,7 +171,7 @@ class DedupConfig:
         "a Jaccard over fewer is noise (listing pages sharing a few teasers)",
     )
     spotsigs_few_spots_bits: int = knob(
-        16,
+        20,
         _parse_int,
         "SimHash distance (of 64 bits) within which a pair with a page under spotsigs_min_spots "
         "spots may still match on SpotSigs: a Jaccard over few spots needs that second witness; "

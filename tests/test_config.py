@@ -94,10 +94,10 @@ def test_readme_documents_every_setting():
 
 def test_few_spots_witness_knob():
     config = DedupConfig()
-    assert (config.spotsigs_min_spots, config.spotsigs_few_spots_bits) == (12, 16)
+    assert (config.spotsigs_min_spots, config.spotsigs_few_spots_bits) == (12, 20)
     assert config.spotsigs_least_spots == 1
     assert config.spotsigs_trusted(12, None) and config.spotsigs_trusted(12, 40)
-    assert config.spotsigs_trusted(3, 16) and not config.spotsigs_trusted(3, 17)
+    assert config.spotsigs_trusted(3, 20) and not config.spotsigs_trusted(3, 21)
     assert not config.spotsigs_trusted(3, None) and not config.spotsigs_trusted(0, 0)
     off = DedupConfig(spotsigs_few_spots_bits=-1)
     assert off.spotsigs_least_spots == 12 and not off.spotsigs_trusted(11, 0)

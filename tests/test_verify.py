@@ -54,8 +54,8 @@ def test_few_spots_need_a_simhash_witness():
     assert config.spotsigs_min_spots > 4
     result = compare(BASE, variant, config)
     assert result.duplicate and result.method == "spotsigs"
-    assert "SimHash <= 16 bits" in result.results["spotsigs"].threshold
-    far = dataclasses.replace(variant, simhash=(1 << 20) - 1)  # 17 bits from BASE
+    assert "SimHash <= 20 bits" in result.results["spotsigs"].threshold
+    far = dataclasses.replace(variant, simhash=(1 << 24) - 1)  # 21 bits from BASE
     assert not compare(BASE, far, config).duplicate
     no_simhash = dataclasses.replace(variant, simhash=None)
     assert not compare(BASE, no_simhash, config).duplicate
