@@ -189,7 +189,9 @@ def main() -> None:
     server.shutdown()
     base = statistics.median(speeds[names[0]])
     print(f"\nCrawl of {args.site.name} on 127.0.0.1, median of {args.repeat} runs")
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    from scrapy_neardup.workers import usable_cores  # here: a --baseline crawl imports an older package
+
+    cores = usable_cores()
     header = f"{'configuration':<28} | {'pages':>5} | {'pages/s':>8} | {'vs without':>10} | {'dropped':>7}"
     print(header + f" | clusters | CPU ms/page | CPU bound on {cores} cores")
     for name in names:

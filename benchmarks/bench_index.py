@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gzip
 import multiprocessing
 import os
 import statistics
@@ -38,7 +39,7 @@ from scrapy_neardup.index import SQLiteIndex
 from scrapy_neardup.index.sqlite import file_bytes
 from scrapy_neardup.signatures._hashing import token_hashes
 from scrapy_neardup.signatures.minhash import minhash
-from scrapy_neardup.text import tokenize
+from scrapy_neardup.tokens import tokenize
 
 CHUNK = 20_000
 CONFIG = DedupConfig(extractor="text", keep_text=0)  # the default detection knobs
@@ -131,8 +132,6 @@ AEB_PAGES = Path(__file__).resolve().parents[2] / "shared" / "data" / "aeb" / "h
 def page_cost_ms(config: DedupConfig) -> float | None:
     """Median milliseconds of a page's own path with ``config`` (decode, extract, signatures) on the
     real aeb pages, the fastest of 2 rounds each: what the index check is weighed against."""
-    import gzip
-
     bodies = [gzip.decompress(path.read_bytes()) for path in sorted(AEB_PAGES.glob("*.html.gz"))]
     if not bodies:
         return None
@@ -180,9 +179,7 @@ def main() -> None:
     print()
     page_ms = page_cost_ms(DedupConfig())
     if page_ms is not None:
-        print(
-            f"a page's own cost, default settings (aeb pages: decode, extract, sign): {page_ms:.2f} ms"
-        )
+        print(f"a page's own cost, default settings (aeb pages: decode, extract, sign): {page_ms:.2f} ms")
     for r in rows:
         if page_ms is not None:
             share, last = r["ours_median"] / page_ms, r["last_10k_median"] / page_ms

@@ -60,11 +60,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import quality_data as qd
 
 from scrapy_neardup import text as text_module
+from scrapy_neardup import tokens as tokens_module
 from scrapy_neardup.config import PRESETS, DedupConfig
 from scrapy_neardup.exceptions import SkipPage
 from scrapy_neardup.fingerprint import Fingerprint, fingerprint
 from scrapy_neardup.signatures.minhash import band_keys
-from scrapy_neardup.text import extract_page, tokenize
+from scrapy_neardup.text import extract_page
+from scrapy_neardup.tokens import tokenize
 from scrapy_neardup.verify import compare
 
 ALL_METHODS = ("exact", "spotsigs", "simhash", "minhash", "shingles", "imatch", "ksentence")
@@ -88,7 +90,7 @@ LSH_THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9)
 
 def _code_key(extractor: str) -> str:
     """Changes whenever the extraction code or the extractor library changes."""
-    parts = [Path(text_module.__file__).read_bytes(), extractor.encode()]
+    parts = [Path(m.__file__).read_bytes() for m in (text_module, tokens_module)] + [extractor.encode()]
     for package in ("trafilatura", "resiliparse", "lxml"):
         try:
             parts.append(version(package).encode())

@@ -53,7 +53,8 @@ from scrapy_neardup.exceptions import SkipPage
 from scrapy_neardup.fingerprint import fingerprint
 from scrapy_neardup.signatures import exact, imatch, ksentence, minhash, shingles, simhash, spotsigs
 from scrapy_neardup.signatures._hashing import token_hashes
-from scrapy_neardup.text import decode, detect_language, main_text, split_sentences, tokenize, words
+from scrapy_neardup.text import decode, main_text
+from scrapy_neardup.tokens import detect_language, split_sentences, tokenize, words
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "aeb"

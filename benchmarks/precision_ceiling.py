@@ -26,7 +26,7 @@ import quality_data as qd
 
 from scrapy_neardup import DedupConfig, fingerprint
 from scrapy_neardup.signatures.similarity import multiset_jaccard
-from scrapy_neardup.text import tokenize
+from scrapy_neardup.tokens import tokenize
 
 
 def webis_signals() -> tuple[np.ndarray, np.ndarray, list[str]]:

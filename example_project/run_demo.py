@@ -173,7 +173,8 @@ def clusters() -> list[dict[str, Any]]:
     try:
         return json.loads(done.stdout).get("clusters", [])
     except ValueError:
-        print(f"scrapy-neardup report printed no JSON: {done.stdout[:200]!r} {done.stderr[-300:]!r}", file=sys.stderr)
+        detail = f"{done.stdout[:200]!r} {done.stderr[-300:]!r}"
+        print(f"scrapy-neardup report printed no JSON: {detail}", file=sys.stderr)
         return []
 
 

@@ -23,26 +23,6 @@ EXTRACTORS = ("trafilatura", "trafilatura-fast", "resiliparse", "plain", "text")
 LANGUAGES = ("auto", *sorted(ANTECEDENTS))
 SCOPES = ("global", "domain", "host")
 MAX_WORKERS = max(64, 4 * (os.cpu_count() or 1))  # worker processes a crawl or a scan may start
-# A crawl's default pool: one process a core this process may use, up to 4 (each holds an extractor,
-# about 100 MB), none on one core; started after the first AUTO_WORKERS_AFTER pages, so a short
-# crawl never pays for starting processes.
-AUTO_WORKERS_MAX, AUTO_WORKERS_AFTER = 4, 20
-
-
-def usable_cores() -> int:
-    """The CPU cores this process may run on (its affinity, which containers limit), else all."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-def default_workers() -> int:
-    """NEARDUP_WORKERS when it is not set: a pool the size of the usable cores, 0 on one core."""
-    cores = usable_cores()
-    return 0 if cores < 2 else min(AUTO_WORKERS_MAX, cores)
-
-
 # The knobs whose change makes stored signatures or index postings incomparable.
 SHAPING_KNOBS = (
     "methods", "spotsigs_threshold", "spotsigs_min_spots", "spotsigs_few_spots_bits", "spotsigs_specs",

@@ -14,10 +14,10 @@ from typing import Any
 from scrapy.settings import BaseSettings
 from scrapy.utils.project import data_path
 
-from .config import AUTO_WORKERS_AFTER, MAX_WORKERS, default_workers
+from .config import MAX_WORKERS
 from .exceptions import ConfigError, NearDupError
 from .index.base import fit_key_prefix
-from .workers import main_script_guarded
+from .workers import AUTO_WORKERS_AFTER, default_workers, main_script_guarded
 
 logger = logging.getLogger("scrapy_neardup")
 

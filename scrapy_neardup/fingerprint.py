@@ -21,7 +21,8 @@ from .signatures._hashing import token_hashes
 from .signatures.exact import raw_hash
 from .signatures.imatch import CollectionStats
 from .signatures.spotsigs import LANGUAGE_VOTES, SpotSet
-from .text import detect_language, extract_page, words
+from .text import extract_page
+from .tokens import detect_language, words
 
 _EMPTY_SPOTS = SpotSet(np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.uint32))
 

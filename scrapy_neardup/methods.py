@@ -32,7 +32,7 @@ from .signatures.similarity import (
     super_shingle_agreement,
 )
 from .signatures.spotsigs import ANTECEDENTS, STOPWORDS, spot_signatures
-from .text import split_sentences, tokenize
+from .tokens import split_sentences, tokenize
 
 if TYPE_CHECKING:
     from .config import DedupConfig

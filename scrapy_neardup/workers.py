@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import re
 import sys
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -28,6 +29,26 @@ WARM_UP = (
     + "A page that makes a worker import its extractor. " * 20
     + "</p></article></body></html>"
 )
+
+
+# A crawl's default pool: one process a core this process may use, up to 4 (each holds an extractor,
+# about 100 MB), none on one core; started after the first AUTO_WORKERS_AFTER pages, so a short
+# crawl never pays for starting processes.
+AUTO_WORKERS_MAX, AUTO_WORKERS_AFTER = 4, 20
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity, which containers limit), else all."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def default_workers() -> int:
+    """NEARDUP_WORKERS when it is not set: a pool the size of the usable cores, 0 on one core."""
+    cores = usable_cores()
+    return 0 if cores < 2 else min(AUTO_WORKERS_MAX, cores)
 
 
 _MAIN_GUARD = re.compile(r"""__name__\s*==\s*["']__main__["']""")

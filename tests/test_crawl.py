@@ -15,12 +15,12 @@ import pytest
 from crawling import ADDON, RUNNER, SITE, TRUTH, crawl, expected, path_of, stats_match_truth
 from scrapy.settings import Settings
 
-from scrapy_neardup import config as config_module
-from scrapy_neardup.config import AUTO_WORKERS_AFTER, DedupConfig
+from scrapy_neardup import workers as workers_module
+from scrapy_neardup.config import DedupConfig
 from scrapy_neardup.crawl_settings import CrawlSettings
 from scrapy_neardup.exceptions import ConfigError
 from scrapy_neardup.fingerprint import fingerprint
-from scrapy_neardup.workers import WorkerPool, main_script_guarded
+from scrapy_neardup.workers import AUTO_WORKERS_AFTER, WorkerPool, main_script_guarded
 
 
 def test_drop_mode_keeps_duplicates_from_the_spider_items_and_feed(tmp_path, site):
@@ -188,7 +188,7 @@ def test_default_pool_starts_after_the_first_pages_and_keeps_verdicts(aeb_pages)
 
 def test_default_workers_follow_the_cores(monkeypatch):
     for cores, workers in [(1, 0), (2, 2), (3, 3), (16, 4)]:
-        monkeypatch.setattr(config_module, "usable_cores", lambda cores=cores: cores)
+        monkeypatch.setattr(workers_module, "usable_cores", lambda cores=cores: cores)
         settings = CrawlSettings.from_settings(Settings({}), "s")
         assert (settings.workers, settings.workers_after) == (workers, AUTO_WORKERS_AFTER)
     explicit = CrawlSettings.from_settings(Settings({"NEARDUP_WORKERS": "0"}), "s")

@@ -54,9 +54,11 @@ def test_a_registered_method_decides_on_every_backend(first_words, open_detector
     assert not a.duplicate and not c.duplicate
     assert b.duplicate and b.duplicate_of == a.doc_id and b.method == "first_words"
     assert methods.decision_order().index("first_words") < methods.decision_order().index("spotsigs")
-    assert not compare(fingerprint(A, first_words), fingerprint(B, first_words), first_words).results[
-        "spotsigs"
-    ].duplicate  # only the new method pairs them
+    assert (
+        not compare(fingerprint(A, first_words), fingerprint(B, first_words), first_words)
+        .results["spotsigs"]
+        .duplicate
+    )  # only the new method pairs them
 
 
 def test_a_registered_method_is_reported(first_words, tmp_path):

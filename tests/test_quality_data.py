@@ -17,7 +17,8 @@ import quality_data as qd  # noqa: E402
 
 from scrapy_neardup import DedupConfig  # noqa: E402
 from scrapy_neardup.fingerprint import fingerprint  # noqa: E402
-from scrapy_neardup.text import _plain, tokenize  # noqa: E402
+from scrapy_neardup.text import _plain  # noqa: E402
+from scrapy_neardup.tokens import tokenize  # noqa: E402
 from scrapy_neardup.verify import compare  # noqa: E402
 
 

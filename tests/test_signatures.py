@@ -23,7 +23,7 @@ from scrapy_neardup.signatures.similarity import (
     super_shingle_agreement,
 )
 from scrapy_neardup.signatures.spotsigs import ANTECEDENTS, SpotSet, spot_chains, spot_signatures
-from scrapy_neardup.text import normalize, tokenize
+from scrapy_neardup.tokens import normalize, tokenize
 
 VOCAB = [f"w{i}" for i in range(3000)]
 

@@ -11,17 +11,13 @@ from hypothesis import strategies as st
 from scrapy_neardup import MissingExtraError, SkipPage
 from scrapy_neardup.signatures._hashing import token_hashes
 from scrapy_neardup.signatures.spotsigs import LANGUAGE_VOTES
-from scrapy_neardup.text import (
+from scrapy_neardup.text import EXTRACTOR_FUNCS, decode, looks_binary, main_text, page_title
+from scrapy_neardup.tokens import (
     CJK,
-    EXTRACTOR_FUNCS,
     MAX_TEXT,
     MAX_TOKENS,
-    decode,
     detect_language,
-    looks_binary,
-    main_text,
     normalize,
-    page_title,
     split_sentences,
     tokenize,
     words,
