@@ -100,7 +100,17 @@ class Detector:
         self, url: str, raw: int, scope: str, source: str | None, key: str | None
     ) -> Verdict | None:
         original = self.index.find_raw(raw, scope, key)
-        return None if original is None else self.index.record_copy(url, raw, original, scope, source, key)
+        return None if original is None else self.record_copy(url, raw, original, scope, source, key)
+
+    def record_copy(
+        self, url: str, raw: int, original: int, scope: str, source: str | None = None, key: str | None = None
+    ) -> Verdict | None:
+        """Record a byte-identical copy of ``original``; None when the page must have the full check
+        (its key or source was recorded by another process since ``find_raw`` said otherwise)."""
+        try:
+            return self.index.record_copy(url, raw, original, scope, source, key)
+        except Conflict:
+            return None
 
     def judge(
         self,

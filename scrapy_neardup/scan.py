@@ -146,9 +146,16 @@ def _record_page(detector: Detector, page: Page, fp: Fingerprint, skips: Skips) 
 
 def _record_copy(detector: Detector, page: Page, raw: int, original: int, skips: Skips) -> Verdict | None:
     scope = scope_key(page.url, detector.config.scope)
-    return _recording(
-        detector, page, skips, lambda: detector.index.record_copy(page.url, raw, original, scope, page.source)
-    )
+
+    def record() -> Verdict:
+        copy = detector.record_copy(page.url, raw, original, scope, page.source)
+        if copy is not None:
+            return copy
+        # Another scan recorded the page meanwhile: the full check tells it a revisit.
+        fp = fingerprint_page(detector.config, page)
+        return detector.check(page.url, fp=fp, source=page.source)
+
+    return _recording(detector, page, skips, record)
 
 
 def _recording(detector: Detector, page: Page, skips: Skips, record) -> Verdict | None:

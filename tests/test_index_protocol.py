@@ -18,6 +18,8 @@ from conftest import BACKENDS, make_index
 
 from scrapy_neardup import DedupConfig, fingerprint
 from scrapy_neardup.detector import Detector
+from scrapy_neardup.scope import url_key
+from scrapy_neardup.signatures.exact import raw_hash
 
 CONFIG = DedupConfig(extractor="text", min_tokens=5)
 STORY = " ".join(f"the river survey counted {n} herons near the old mill this spring" for n in range(8))
@@ -77,6 +79,25 @@ def test_byte_identical_copies_are_found_before_extraction(open_detector):
     assert record["status"] == "duplicate" and record["tokens"] == detector.index.get(first.doc_id)["tokens"]
     assert detector.check_raw("http://a.example/1", STORY) is None  # its own record: a revisit decides
     assert detector.check_raw("http://other.example/", OTHER) is None
+
+
+def test_a_copy_recorded_meanwhile_by_another_process_is_recorded_once(open_detector):
+    # find_raw is a hint read outside any transaction: between it and record_copy another
+    # crawl may record the same URL (or a scan the same source). The copy is then not recorded
+    # twice: record_copy declines, and the full check finds the page a revisit.
+    detector = open_detector(CONFIG)
+    first = detector.check("http://a.example/1", STORY)
+    index, raw = detector.index, raw_hash(STORY)
+    for url, key, source in (("http://mirror.example/1", url_key("http://mirror.example/1"), None),
+                             ("file:///saved/1.html", None, "saved/1.html")):  # fmt: skip
+        original = index.find_raw(raw, "", key)
+        assert original == first.doc_id
+        other = detector.check(url, STORY, source=source)  # the other process, in between
+        assert other.duplicate
+        assert index.record_copy(url, raw, original, "", source, key) is None
+        again = detector.check(url, STORY, source=source)
+        assert again.revisit is not None and again.doc_id == other.doc_id
+    assert index.stats()["documents"] == 3
 
 
 def test_skipped_pages_are_recorded_and_never_candidates(open_detector):

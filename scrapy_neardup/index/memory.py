@@ -159,8 +159,10 @@ class MemoryIndex:
         scope: str = "",
         source: str | None = None,
         key: str | None = None,
-    ) -> Verdict:
+    ) -> Verdict | None:
         with self.transaction():
+            if (source is not None and self.source_record(source)) or self.earlier(key, scope):
+                return None
             first = self._state.records[original]
             doc_id = self._insert({
                 **first, "url": url, "source": source, "scope": scope, "seen_at": time.time(),

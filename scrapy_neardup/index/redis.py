@@ -186,17 +186,25 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns):
         scope: str = "",
         source: str | None = None,
         key: str | None = None,
-    ) -> Verdict:
+    ) -> Verdict | None:
+        """None, recording nothing, when the page's key or source got a record since ``find_raw``;
+        ``Conflict`` when another process recorded one while this one was being written."""
         first = self.r.hgetall(self.k("doc", original))
         scope_id = self._scope_id(scope)
-        doc_id = int(self.r.incr(self.k("next")))
-        row = {
-            b"url": storable(url), b"source": storable(source) if source else None, b"scope": scope_id,
-            b"seen_at": time.time(), b"status": "duplicate", b"duplicate_of": original, b"similarity": 1.0,
-            b"method": "exact", b"run": self._run, b"url_key": key,
-            **{f: first.get(f) for f in _COPIED},
-        }  # fmt: skip
-        self._write(lambda pipe: self._store(pipe, doc_id, row, None, scope_id, key, source, url))
+        with self.transaction():  # the key's and the source's records are read WATCHed
+            recorded = (
+                self._read([self.k("src", storable(source))], lambda k: ("GET", k)) if source else [None]
+            )
+            if recorded[0] is not None or self.earlier(key, scope):
+                return None
+            doc_id = int(self.r.incr(self.k("next")))
+            row = {
+                b"url": storable(url), b"source": storable(source) if source else None, b"scope": scope_id,
+                b"seen_at": time.time(), b"status": "duplicate", b"duplicate_of": original,
+                b"similarity": 1.0, b"method": "exact", b"run": self._run, b"url_key": key,
+                **{f: first.get(f) for f in _COPIED},
+            }  # fmt: skip
+            self._write(lambda pipe: self._store(pipe, doc_id, row, None, scope_id, key, source, url))
         dup_url = first[b"url"].decode("utf-8", "surrogatepass")
         return Verdict(
             url, doc_id, True, duplicate_of=original, duplicate_of_url=dup_url, similarity=1.0, method="exact"

@@ -212,10 +212,16 @@ class SQLiteIndex(SQLiteReading):
         scope: str = "",
         source: str | None = None,
         key: str | None = None,
-    ) -> Verdict:
-        """Record a page whose raw body equals an admitted document's, without its fingerprint."""
+    ) -> Verdict | None:
+        """Record a page whose raw body equals an admitted document's, without its fingerprint.
 
-        def work() -> Verdict:
+        None, recording nothing, when the page's ``key`` or ``source`` got a record since
+        ``find_raw`` (another crawl or scan fetched it meanwhile): the full check decides then.
+        """
+
+        def work() -> Verdict | None:
+            if (source is not None and self.source_record(source)) or self.earlier(key, scope):
+                return None
             scope_id = self._scope_id(scope)
             doc_id = self.db.execute(
                 "INSERT INTO documents (url, source, scope, seen_at, status, tokens, language, "
