@@ -269,7 +269,13 @@ def method_matrix(view: View, method: str, config: DedupConfig) -> np.ndarray:
         if config.spotsigs_few_spots_bits >= 0:
             # Under min_spots the SimHash of all the words must agree too (verify.method_result).
             enough |= view.simhash() <= config.spotsigs_few_spots_bits
-        return both & enough & (jac >= config.spotsigs_threshold)
+        tokens = view.tokens.astype(np.float64)
+        uneven = np.minimum.outer(tokens, tokens) < config.spotsigs_length_ratio * np.maximum.outer(
+            tokens, tokens
+        )
+        bar = np.where(uneven, max(config.spotsigs_threshold, config.spotsigs_uneven_threshold),
+                       config.spotsigs_threshold)  # fmt: skip
+        return both & enough & (jac >= bar)
     if method == "simhash":
         near = view.simhash() <= config.simhash_distance
         if config.simhash_confirm > 0:
@@ -574,6 +580,10 @@ def sweep(bench: Bench, names: Sequence[str], base: DedupConfig) -> list[dict[st
     grids.append(("spotsigs alone, few_spots_bits -1: min_spots",
                   [(str(k), rep(base, methods=spot, spotsigs_few_spots_bits=-1, spotsigs_min_spots=k))
                    for k in (1, 4, 8, 10, 12, 16, 20)]))  # fmt: skip
+    for ratio in (0.7, 0.75, 0.8):
+        grids.append((f"default methods, length ratio {ratio}: uneven threshold",
+                      [(f"{t:.2f}", rep(base, spotsigs_length_ratio=ratio, spotsigs_uneven_threshold=t))
+                       for t in (0.3, 0.5, 0.6, 0.65, 0.7, 0.75, 0.8)]))  # fmt: skip
     for confirm in (0.0, 0.2, 0.3):
         grids.append((f"simhash alone, confirm {confirm}: distance",
                       [(str(k), rep(base, methods=("simhash",), simhash_distance=k, simhash_confirm=confirm))
@@ -716,7 +726,9 @@ def main() -> int:
           f"methods {'+'.join(default.methods)}, extractor {default.extractor}, "
           f"min_tokens {default.min_tokens}, spotsigs >= {default.spotsigs_threshold} "
           f"(specs {','.join(f'{d}:{c}' for d, c in default.spotsigs_specs)}; under "
-          f"{default.spotsigs_min_spots} spots only with SimHash <= {default.spotsigs_few_spots_bits} bits), "
+          f"{default.spotsigs_min_spots} spots only with SimHash <= {default.spotsigs_few_spots_bits} bits; "
+          f">= {default.spotsigs_uneven_threshold} when one text is under {default.spotsigs_length_ratio} "
+          f"of the other's length), "
           f"simhash <= {default.simhash_distance} bits (confirm {default.simhash_confirm}).")  # fmt: skip
     summary = []
     for name in names:

@@ -45,7 +45,12 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
     "default": {},
     # Heavily edited copies too, at the risk of joining sibling pages that share most of their text.
-    "loose": {"spotsigs_threshold": 0.25, "simhash_distance": 4, "spotsigs_few_spots_bits": 20},
+    "loose": {
+        "spotsigs_threshold": 0.25,
+        "simhash_distance": 4,
+        "spotsigs_few_spots_bits": 20,
+        "spotsigs_length_ratio": 0.0,
+    },
 }
 
 
@@ -157,6 +162,16 @@ class DedupConfig:
         "spots may still match on SpotSigs: a Jaccard over few spots needs that second witness; "
         "-1: such pairs never match on SpotSigs",
     )
+    spotsigs_length_ratio: float = knob(
+        0.75,
+        _parse_float,
+        "token length ratio (shorter / longer) under which a SpotSigs pair must reach "
+        "spotsigs_uneven_threshold: pages of unequal length sharing many spots are usually "
+        "siblings that share sections, not copies; 0: off",
+    )
+    spotsigs_uneven_threshold: float = knob(
+        0.7, _parse_float, "SpotSigs Jaccard a pair of unequal length (see spotsigs_length_ratio) must reach"
+    )
     spotsigs_specs: tuple[tuple[int, int], ...] = knob(
         ((1, 2),), _parse_specs, "SpotSigs spot specs 'd:c' (distance, chain length), comma-separated"
     )
@@ -257,6 +272,17 @@ class DedupConfig:
         bits = self.spotsigs_few_spots_bits
         return small_size >= 1 and bits >= 0 and distance is not None and distance <= bits
 
+    def spotsigs_bar(self, tokens_a: int, tokens_b: int) -> float:
+        """The SpotSigs Jaccard a pair of pages with these token counts must reach.
+
+        Pages of unequal length (ratio under ``spotsigs_length_ratio``) need
+        ``spotsigs_uneven_threshold``, when that is the higher bar; others ``spotsigs_threshold``.
+        """
+        small, large = sorted((tokens_a, tokens_b))
+        if small < self.spotsigs_length_ratio * large:
+            return max(self.spotsigs_threshold, self.spotsigs_uneven_threshold)
+        return self.spotsigs_threshold
+
     def shaping(self) -> dict[str, Any]:
         """The ``SHAPING_KNOBS`` as plain JSON values: what an index stores and checks on opening."""
 
@@ -312,7 +338,14 @@ class DedupConfig:
 
 def _check(name: str, value: Any, config: DedupConfig) -> str | None:
     """Why a field's value is wrong, or None."""
-    fraction = {"spotsigs_threshold", "minhash_threshold", "imatch_idf_low", "imatch_idf_high", "imatch_drop"}
+    fraction = {
+        "spotsigs_threshold",
+        "spotsigs_uneven_threshold",
+        "minhash_threshold",
+        "imatch_idf_low",
+        "imatch_idf_high",
+        "imatch_drop",
+    }
     if name == "preset" and value not in PRESETS:
         return f"unknown preset {value!r}; choose from {', '.join(PRESETS)}"
     if name == "methods":
@@ -329,7 +362,7 @@ def _check(name: str, value: Any, config: DedupConfig) -> str | None:
         return f"unknown language {value!r}; choose from {', '.join(LANGUAGES)}"
     elif name in fraction and not (0.0 < value <= 1.0 or (name == "imatch_idf_low" and value == 0.0)):
         return f"must be a fraction in (0, 1], got {value!r}"
-    elif name == "simhash_confirm" and not 0.0 <= value <= 1.0:
+    elif name in ("simhash_confirm", "spotsigs_length_ratio") and not 0.0 <= value <= 1.0:
         return f"must be a fraction in [0, 1], got {value!r}"
     elif name == "imatch_idf_high" and value < config.imatch_idf_low:
         return f"must be at least imatch_idf_low ({config.imatch_idf_low}), got {value!r}"

@@ -177,12 +177,15 @@ def _spotsigs_result(a: Fingerprint, b: Fingerprint, config: DedupConfig) -> Met
     small = min(a.spots.size, b.spots.size)
     distance = hamming(a.simhash, b.simhash) if a.simhash is not None and b.simhash is not None else None
     trusted = config.spotsigs_trusted(small, distance)
-    threshold = f">= {tau:.2f}"
+    bar = config.spotsigs_bar(a.token_count, b.token_count)
+    threshold = f">= {bar:.2f}"
+    if bar > tau:
+        threshold += f" (the shorter text is under {config.spotsigs_length_ratio:.2f} of the longer)"
     if least > 1:
         # A Jaccard over few spots is weak evidence: under min_spots, SimHash must agree too.
         witness = f" or SimHash <= {bits} bits" if bits >= 0 else ""
         threshold += f", >= {least} spots each{witness}"
-    return MethodResult("spotsigs", sim, sim, f"{sim:.3f} Jaccard", threshold, sim >= tau and trusted)
+    return MethodResult("spotsigs", sim, sim, f"{sim:.3f} Jaccard", threshold, sim >= bar and trusted)
 
 
 SPOTSIGS = Method(

@@ -92,6 +92,18 @@ def test_readme_documents_every_setting():
         assert f"`--{name.replace('_', '-')}`" in reference
 
 
+def test_length_ratio_knobs():
+    config = DedupConfig()
+    assert (config.spotsigs_length_ratio, config.spotsigs_uneven_threshold) == (0.75, 0.7)
+    assert config.spotsigs_bar(100, 75) == 0.3 and config.spotsigs_bar(74, 100) == 0.7
+    assert DedupConfig(preset="loose").spotsigs_bar(1, 100) == 0.25
+    settings = {"NEARDUP_SPOTSIGS_LENGTH_RATIO": "0.5", "NEARDUP_SPOTSIGS_UNEVEN_THRESHOLD": "0.9"}
+    assert DedupConfig.from_settings(settings).spotsigs_bar(49, 100) == 0.9
+    for name, bad in (("LENGTH_RATIO", 1.5), ("LENGTH_RATIO", -0.1), ("UNEVEN_THRESHOLD", 0)):
+        with pytest.raises(ConfigError, match=f"NEARDUP_SPOTSIGS_{name}"):
+            DedupConfig.from_settings({f"NEARDUP_SPOTSIGS_{name}": bad})
+
+
 def test_few_spots_witness_knob():
     config = DedupConfig()
     assert (config.spotsigs_min_spots, config.spotsigs_few_spots_bits) == (12, 20)

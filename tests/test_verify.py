@@ -63,3 +63,23 @@ def test_few_spots_need_a_simhash_witness():
     assert not compare(BASE, variant, hard_cut).duplicate
     # The witness only lets the Jaccard decide; it never replaces the threshold.
     assert not compare(BASE, variant, DedupConfig(methods=("spotsigs",), spotsigs_threshold=0.7)).duplicate
+
+
+def test_pages_of_unequal_length_need_the_higher_bar():
+    # Jaccard 0.5 on 20 spots each: enough for pages of about equal length, not for a page
+    # under three quarters of the other's length (a sibling sharing sections, usually).
+    shared = list(range(100, 120))
+    a = dataclasses.replace(BASE, exact=2, token_count=1000, spots=spots(*shared[:14], *range(1, 7)))
+    b = dataclasses.replace(BASE, exact=3, token_count=800, spots=spots(*shared[:14], *range(7, 13)))
+    config = DedupConfig(methods=("spotsigs",))
+    result = compare(a, b, config)
+    assert result.results["spotsigs"].similarity == 14 / 26 and result.duplicate
+    shorter = dataclasses.replace(b, token_count=700)
+    uneven = compare(a, shorter, config)
+    assert not uneven.duplicate
+    assert uneven.results["spotsigs"].threshold.startswith(">= 0.70 (the shorter text is under 0.75")
+    assert compare(a, shorter, DedupConfig(methods=("spotsigs",), spotsigs_uneven_threshold=0.5)).duplicate
+    assert compare(a, shorter, DedupConfig(methods=("spotsigs",), spotsigs_length_ratio=0)).duplicate
+    assert compare(a, shorter, DedupConfig(methods=("spotsigs",), preset="loose")).duplicate
+    # The higher bar only ever raises the threshold.
+    assert DedupConfig(spotsigs_threshold=0.8).spotsigs_bar(100, 10) == 0.8
