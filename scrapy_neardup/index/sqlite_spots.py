@@ -58,6 +58,9 @@ class SpotLists:
             spots = np.array([r[0] for r in rows], dtype=np.int64).astype(np.uint64)
             self.classes = SpotClasses(spots, np.array([r[1] for r in rows], dtype=np.int64))
             return
+        # Ids are distinct and positive, so the largest bounds the count: a lookup, not a scan.
+        if (self.db.execute("SELECT MAX(id) FROM documents").fetchone()[0] or 0) < FREEZE_AT:
+            return
         admitted = self.db.execute(
             "SELECT COUNT(*) FROM documents WHERE status = 'unique' AND spots IS NOT NULL"
         ).fetchone()[0]
