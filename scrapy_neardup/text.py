@@ -258,20 +258,12 @@ def drop_repeated_lines(text: str, min_chars: int = 30) -> str:
     code) may repeat legitimately and are kept.
     """
     lines = text.splitlines()
-    keys = [" ".join(line.split()) for line in lines if len(line) >= min_chars]
-    keys = [key for key in keys if len(key) >= min_chars]
-    if len(set(keys)) == len(keys):
+    # A line's key: its words joined by single spaces ("" when the line is too short to count:
+    # its collapsed form is shorter still). Keys under min_chars do not count either.
+    keys = [" ".join(line.split()) if len(line) >= min_chars else "" for line in lines]
+    counted = [key for key in keys if len(key) >= min_chars]
+    if len(set(counted)) == len(counted):
         return "\n".join(lines)  # the usual page: no long line repeats
-    seen: set[str] = set()
-    kept = []
-    for line in lines:
-        if len(line) < min_chars:  # its collapsed form is shorter still
-            kept.append(line)
-            continue
-        key = " ".join(line.split())
-        if len(key) >= min_chars:
-            if key in seen:
-                continue
-            seen.add(key)
-        kept.append(line)
-    return "\n".join(kept)
+    first = {key: at for at, key in reversed(list(enumerate(keys)))}
+    pairs = enumerate(zip(lines, keys, strict=True))
+    return "\n".join(line for at, (line, key) in pairs if len(key) < min_chars or first[key] == at)

@@ -11,7 +11,14 @@ from hypothesis import strategies as st
 from scrapy_neardup import MissingExtraError, SkipPage
 from scrapy_neardup.signatures._hashing import token_hashes
 from scrapy_neardup.signatures.spotsigs import LANGUAGE_VOTES
-from scrapy_neardup.text import EXTRACTOR_FUNCS, decode, looks_binary, main_text, page_title
+from scrapy_neardup.text import (
+    EXTRACTOR_FUNCS,
+    decode,
+    drop_repeated_lines,
+    looks_binary,
+    main_text,
+    page_title,
+)
 from scrapy_neardup.tokens import (
     CJK,
     MAX_TEXT,
@@ -225,3 +232,35 @@ def test_page_title_is_unescaped_and_collapsed():
     title = page_title("<html><head><TITLE lang=en>\n Fish &amp; <b>chips</b>\n</title>")
     assert title == "Fish & <b>chips</b>"
     assert page_title("<p>no title here</p>") == ""
+
+
+def _first_long_lines(text: str, min_chars: int = 30) -> str:
+    """The definition: each line whose words, joined by single spaces, make min_chars or more
+    is kept at its first occurrence only; every other line is kept."""
+    seen: set[str] = set()
+    kept = []
+    for line in text.splitlines():
+        key = " ".join(line.split())
+        if len(key) >= min_chars:
+            if key in seen:
+                continue
+            seen.add(key)
+        kept.append(line)
+    return "\n".join(kept)
+
+
+LINE_PIECES = st.sampled_from(
+    ["word", "a" * 12, " ", "\t", "\xa0", "\u3000", "\n", "\r\n", "\x85", "\u2028", "\x1c", "é"]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(LINE_PIECES, max_size=80).map("".join))
+def test_drop_repeated_lines_keeps_the_first_of_each_long_line(text):
+    assert drop_repeated_lines(text) == _first_long_lines(text)
+
+
+def test_drop_repeated_lines_on_a_page_with_a_hidden_second_copy():
+    article = "The council approved the new bridge on Tuesday evening.\nShort line\n"
+    text = article + "  The council  approved the new bridge on Tuesday evening. \nShort line"
+    assert drop_repeated_lines(text) == article + "Short line"
