@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import sqlite3
 from io import BytesIO
 from pathlib import Path
 
@@ -186,3 +187,29 @@ def test_a_byte_identical_copy_is_recorded_without_its_extraction(tmp_path, caps
     assert [Path(source).name for source in extracted] == ["other.html"]
     (cluster,) = report(capsys, db)["clusters"]
     assert [m.get("method") for m in cluster["members"]] == [None, "exact"]
+
+
+def test_a_copy_another_scan_recorded_meanwhile_is_counted_once(tmp_path, capsys, articles, monkeypatch):
+    """Between the copy lookup and its record, another scan of the same folder records the page:
+    this scan then counts it as already in the index, and the index holds it once."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    (first / "a.html").write_bytes(articles[0])
+    (second / "copy.html").write_bytes(articles[0])
+    db = tmp_path / "index.db"
+    scan(capsys, str(first), "--db", str(db))
+    real = scan_module.Detector.record_copy
+
+    def raced(detector, url, raw, original, scope, source=None, key=None):
+        real(detector, url, raw, original, scope, source, key)  # the other scan, first
+        return real(detector, url, raw, original, scope, source, key)
+
+    monkeypatch.setattr(scan_module.Detector, "record_copy", raced)
+    out = scan(capsys, str(second), "--db", str(db))
+    assert "scanned 0 pages (1 already in the index): 0 duplicates" in out
+    with sqlite3.connect(db) as con:
+        sources = con.execute("SELECT source, status FROM documents ORDER BY id").fetchall()
+    assert [(Path(source).name, status) for source, status in sources] == [
+        ("a.html", "unique"), ("copy.html", "duplicate"),
+    ]  # fmt: skip
