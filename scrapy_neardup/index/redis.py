@@ -129,10 +129,13 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns):
     # --- a page's own records -----------------------------------------------------------------
 
     def source_record(self, source: str) -> tuple[int, str, str | None] | None:
-        doc = self.r.get(self.k("src", storable(source)))
+        """Read WATCHed inside a transaction, like ``earlier``: two scans of one source meet here."""
+        (doc,) = self._read([self.k("src", storable(source))], lambda k: ("GET", k))
         if doc is None:
             return None
-        status, reason = self.r.hmget(self.k("doc", int(doc)), "status", "skip_reason")
+        ((status, reason),) = self._read(
+            [self.k("doc", int(doc))], lambda k: ("HMGET", k, "status", "skip_reason")
+        )
         return int(doc), status.decode(), reason.decode() if reason else None
 
     def earlier(self, key: str | None, scope: str, many: bool = False) -> Earlier | None:
@@ -192,10 +195,7 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns):
         first = self.r.hgetall(self.k("doc", original))
         scope_id = self._scope_id(scope)
         with self.transaction():  # the key's and the source's records are read WATCHed
-            recorded = (
-                self._read([self.k("src", storable(source))], lambda k: ("GET", k)) if source else [None]
-            )
-            if recorded[0] is not None or self.earlier(key, scope):
+            if (source is not None and self.source_record(source)) or self.earlier(key, scope):
                 return None
             doc_id = int(self.r.incr(self.k("next")))
             row = {
