@@ -18,6 +18,7 @@ machine's cores divided by it bound the pages a second any scheduling could reac
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import resource
@@ -104,11 +105,51 @@ def crawl_once(start_url: str, settings: dict, out: Path) -> None:
     )
 
 
-def cpu_seconds() -> float:
-    """CPU seconds of this process (the server's threads) and its finished children (each crawl,
+def addon_steps(site: Path, settings: dict, out: Path) -> None:
+    """In a fresh process: the add-on's steps on every page of the site, in turn, as the crawl runs
+    them inline (raw-copy lookup, extraction, signatures, index check), and each step's mean ms."""
+    import time
+
+    from scrapy_neardup.config import DedupConfig
+    from scrapy_neardup.detector import Detector
+    from scrapy_neardup.fingerprint import fingerprint
+    from scrapy_neardup.scope import url_key
+    from scrapy_neardup.signatures.exact import raw_hash
+    from scrapy_neardup.text import extract_page
+
+    config = DedupConfig(extractor=settings.get("NEARDUP_EXTRACTOR", DedupConfig().extractor))
+    spent = {"raw copy": 0.0, "extraction": 0.0, "signatures": 0.0, "index check": 0.0}
+    pages = sorted(site.rglob("*.html"))
+    with Detector.open(out.with_suffix(".sqlite"), config) as detector:
+        for path in pages:
+            body, url = path.read_bytes(), f"http://127.0.0.1/{path.relative_to(site)}"
+            start = time.perf_counter()
+            raw, key = raw_hash(body), url_key(url)
+            copy = detector.check_raw(url, body, key=key, raw=raw)
+            extracted = time.perf_counter()
+            spent["raw copy"] += extracted - start
+            if copy is not None:
+                continue
+            try:
+                text, title = extract_page(body, config.extractor, "text/html", config.max_body)
+            except Exception:  # a page the crawl skips (SkipPage): its extraction is its whole cost
+                spent["extraction"] += time.perf_counter() - extracted
+                continue
+            signed = time.perf_counter()
+            spent["extraction"] += signed - extracted
+            fp = fingerprint(text, config, extractor="text", raw=raw)
+            checked = time.perf_counter()
+            spent["signatures"] += checked - signed
+            detector.check(url, fp=dataclasses.replace(fp, title=title), key=key)
+            spent["index check"] += time.perf_counter() - checked
+    out.write_text(json.dumps({step: seconds * 1000 / len(pages) for step, seconds in spent.items()}))
+
+
+def cpu_seconds() -> tuple[float, float]:
+    """CPU seconds of this process (the server's threads) and of its finished children (each crawl,
     with its worker processes)."""
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
 
 
 def clusters(db: Path) -> set[frozenset[str]]:
@@ -144,9 +185,13 @@ def main() -> None:
         help="also run each configuration with the add-on from this checkout (PYTHONPATH), interleaved",
     )  # fmt: skip
     parser.add_argument("--crawl", nargs=3, metavar=("URL", "SETTINGS", "OUT"), help=argparse.SUPPRESS)
+    parser.add_argument("--steps", nargs=2, metavar=("SETTINGS", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.crawl:
         crawl_once(args.crawl[0], json.loads(args.crawl[1]), Path(args.crawl[2]))
+        return
+    if args.steps:
+        addon_steps(args.site, json.loads(args.steps[0]), Path(args.steps[1]))
         return
     if not (args.site / "index.html").exists():
         print(f"building the site into {args.site} with {SCRIPT} ...", file=sys.stderr)
@@ -162,6 +207,7 @@ def main() -> None:
         names += [f"{name} @base" for name in names if CONFIGS[name] is not None]
     speeds: dict[str, list[float]] = {name: [] for name in names}
     cpu: dict[str, list[float]] = {name: [] for name in names}  # CPU ms a page: crawl, workers, server
+    crawl_cpu: dict[str, list[float]] = {name: [] for name in names}  # CPU ms a page: the crawl's process
     found: dict[str, set[frozenset[str]]] = {}
     counts: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -180,12 +226,27 @@ def main() -> None:
                 subprocess.run(command, check=True, cwd=tmp, env=env)
                 result = json.loads(out.read_text())
                 speeds[name].append(result["pages"] / result["seconds"])
-                cpu[name].append((cpu_seconds() - before) / result["pages"] * 1000)
+                served, crawled = (now - then for now, then in zip(cpu_seconds(), before, strict=True))
+                cpu[name].append((served + crawled) / result["pages"] * 1000)
+                crawl_cpu[name].append(crawled / result["pages"] * 1000)
                 print(f"  run {run + 1} {name}: {speeds[name][-1]:.1f} pages/s", file=sys.stderr)
                 if run == 0:
                     counts[name] = {"pages": result["pages"], **result["neardup"]}
                     if config is not None:
                         found[name] = clusters(db)
+        # The add-on's own steps, timed alone on the site's pages (the same hour as the crawls).
+        steps: dict[str, dict[str, float]] = {}
+        for name in names:
+            config = CONFIGS[name.removesuffix(" @base")]
+            if config is None or config.get("NEARDUP_ACTION") != "tag" or config.get("NEARDUP_WORKERS") != 0:
+                continue
+            env = dict(os.environ)
+            if name.endswith(" @base"):
+                env["PYTHONPATH"] = str(args.baseline.resolve())
+            out = Path(tmp) / f"steps-{name}.json"
+            command = [sys.executable, __file__, "--site", str(args.site), "--steps", json.dumps(config)]
+            subprocess.run([*command, str(out)], check=True, cwd=tmp, env=env)
+            steps[name] = json.loads(out.read_text())
     server.shutdown()
     base = statistics.median(speeds[names[0]])
     print(f"\nCrawl of {args.site.name} on 127.0.0.1, median of {args.repeat} runs")
@@ -204,6 +265,17 @@ def main() -> None:
             f"{name:<28} | {counts[name]['pages']:>5} | {median:>8.1f} | {median / base:>9.2f}x"
             f" | {dropped!s:>7} | {n_clusters:>8} | {cpu_ms:>11.1f} | {bound:.2f}x"
         )
+    if steps and names[0] == "without":
+        # The crawl's process runs the spider and the inline add-on on one thread: at 0.8x of the
+        # crawl without it, that thread may spend at most 1.25 times the page time of the crawl without.
+        page_ms, own_ms = 1000 / base, statistics.median(crawl_cpu["without"])
+        print(f"\nWithout the add-on: {page_ms:.1f} ms a page, its process {own_ms:.1f} ms of CPU a page;")
+        print(f"at 0.8x an inline add-on may add at most {page_ms / 0.8 - own_ms:.1f} ms of CPU a page")
+        for name, spent in steps.items():
+            added = statistics.median(crawl_cpu[name]) - own_ms
+            parts = ", ".join(f"{step} {ms:.2f}" for step, ms in spent.items())
+            print(f"{name}: adds {added:.1f} ms of CPU a page to the crawl's process; its steps alone")
+            print(f"  (mean ms a page of the site): {parts}; total {sum(spent.values()):.2f}")
     for inline, pooled in [(f"{e} inline", f"{e} workers=2") for e in ("trafilatura", "resiliparse")] + [
         ("default inline", "default")
     ]:
