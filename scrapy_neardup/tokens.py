@@ -15,7 +15,7 @@ from operator import itemgetter
 
 import numpy as np
 
-from .signatures._hashing import members, token_hashes
+from .signatures._hashing import token_hashes, weights_in
 
 # Han (with extensions and compatibility ideographs), Hiragana and Katakana: written without spaces,
 # so each character is a token (after NFKC, half-width katakana is already full-width).
@@ -184,6 +184,6 @@ def detect_language(
             return "ja" if kana >= 0.1 * cjk else "zh"
     if weights[_in_ranges(first, _LATIN_RANGES)].sum() < 0.5 * size:
         return "und"
-    scores = {lang: int(weights[members(distinct_hashes, words)].sum()) for lang, words in votes.items()}
+    scores = dict(zip(votes, weights_in(distinct_hashes, weights, tuple(votes.values())), strict=True))
     best = max(scores, key=lambda lang: (scores[lang], lang == "en"))
     return best if scores[best] >= max(2, size // 20) else "und"

@@ -5,10 +5,11 @@ from collections import Counter
 
 import numpy as np
 import pytest
+import xxhash
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scrapy_neardup.signatures._hashing import members, ngram_hashes, token_hashes
+from scrapy_neardup.signatures._hashing import members, ngram_hashes, token_hashes, weights_in
 from scrapy_neardup.signatures.exact import exact_hash, raw_hash
 from scrapy_neardup.signatures.imatch import CollectionStats, imatch_signatures, lexicon_terms
 from scrapy_neardup.signatures.ksentence import ksentence_hash
@@ -150,6 +151,26 @@ def test_members_is_set_membership(words, tokens):
     tokens += sorted(words)[:5]
     found = members(token_hashes(tokens), frozenset(words))
     assert found.tolist() == [token in words for token in tokens]
+
+
+@given(
+    st.lists(st.sets(st.text(min_size=1, max_size=4), max_size=40), min_size=1, max_size=6),
+    st.lists(st.tuples(st.text(min_size=1, max_size=4), st.integers(0, 50))),
+)
+def test_weights_in_sums_the_weights_of_each_sets_tokens(sets, weighted):
+    sets = tuple(frozenset(words) for words in sets)
+    weighted += [(word, 3) for words in sets for word in sorted(words)[:2]]
+    tokens, weights = [t for t, _ in weighted], np.array([w for _, w in weighted], dtype=np.int64)
+    expected = [sum(w for t, w in weighted if t in words) for words in sets]
+    assert weights_in(token_hashes(tokens), weights, sets) == expected
+
+
+@given(st.lists(st.text(max_size=12)))
+def test_token_hashes_are_xxh3_of_the_utf8_bytes(tokens):
+    utf8 = [token.encode("utf-8", "surrogatepass") for token in tokens]
+    expected = [xxhash.xxh3_64_intdigest(token) for token in utf8]
+    assert token_hashes(utf8).tolist() == expected
+    assert token_hashes(utf8).dtype == np.uint64
 
 
 def test_simhash_of_unrelated_texts_is_far():
