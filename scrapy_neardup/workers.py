@@ -15,6 +15,8 @@ import os
 import re
 import sys
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from functools import partial
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -24,11 +26,18 @@ from .signatures.exact import raw_hash
 
 logger = logging.getLogger("scrapy_neardup")
 
+# An article, and a page of links only: trafilatura loads its fallback extractors on the first
+# page it finds little text in, which took 0.4 s of that page's NEARDUP_PAGE_TIMEOUT.
 WARM_UP = (
-    "<html><body><article><p>"
-    + "A page that makes a worker import its extractor. " * 20
-    + "</p></article></body></html>"
+    "<html><body><article><p>" + "A page that makes a worker import its extractor. " * 20 + "</p></article>",
+    "<html><body><ul>" + "".join(f"<li><a href='/{n}'>Page {n}</a></li>" for n in range(20)) + "</ul>",
 )
+
+
+def warm_up(config: DedupConfig) -> None:
+    """A new worker's first job: import and load what fingerprinting a page needs."""
+    for page in WARM_UP:
+        fingerprint(page, config)
 
 
 # A crawl's default pool: one process a core this process may use, up to 4 (each holds an extractor,
@@ -99,17 +108,28 @@ class WorkerPool:
     ) -> Fingerprint:
         """The page's fingerprint, from a worker when there is a pool; ``raw``: its body's hash."""
         raw = raw if raw is not None else raw_hash(body)
+        config = self.config
+        work = partial(fingerprint, body, config, content_type=content_type, extractor=extractor, raw=raw)
         self._pages += 1
         for _ in range(2):  # a second try when another page's timeout stopped the pool under this one
             pool = self._workers() if self._pages > self.start_after else None
             if pool is None or (self.start_after and not all(w.done() for w in self._warming)):
-                return fingerprint(body, self.config, content_type=content_type, extractor=extractor, raw=raw)
-            while self._warming:  # a page's time budget starts once the workers have started
-                await asyncio.wait({self._warming.pop()})
+                return work()
+            if self._warming:  # a page's time budget starts once the workers have started, for every page
+                warming = self._warming
+                await asyncio.wait(warming)
+                for started in warming:
+                    started.exception()  # seen: a worker that failed to start fails the submit below
+                if self._warming is warming:
+                    self._warming = []
             async with self._slots:  # a job a worker: a page's time counts from its start, not its queue
-                job = pool.submit(
-                    fingerprint, body, self.config, content_type=content_type, extractor=extractor, raw=raw
-                )
+                if pool is not self._pool:
+                    continue  # stopped while this page waited for a worker: a new pool takes it
+                try:
+                    job = pool.submit(work)
+                except BrokenProcessPool:
+                    self.stop()  # a worker died (killed, out of memory): a new pool takes the page
+                    continue
                 waiter = self._waiter(job)
                 done, _ = await asyncio.wait({waiter}, timeout=self.page_timeout)
                 self._inflight.discard(waiter)
@@ -117,7 +137,10 @@ class WorkerPool:
                 self.stop()  # the only way to stop the page's worker; a new pool starts on demand
                 detail = f"fingerprinting took over NEARDUP_PAGE_TIMEOUT = {self.page_timeout} s"
                 return Fingerprint(skip_reason="timeout", skip_detail=detail, raw_hash=raw)
-            if not isinstance(waiter.exception(), WorkersStopped):
+            error = waiter.exception()
+            if isinstance(error, BrokenProcessPool) and pool is self._pool:
+                self.stop()
+            if not isinstance(error, (WorkersStopped, BrokenProcessPool)):
                 self.pooled += 1
                 return waiter.result()
         raise WorkersStopped("the worker pool was stopped twice under this page")
@@ -176,9 +199,7 @@ class WorkerPool:
                 return None
             self._pool = ProcessPoolExecutor(self.size, mp_context=get_context("spawn"))
             self._slots = asyncio.Semaphore(self.size)
-            self._warming = [
-                self._waiter(self._pool.submit(fingerprint, WARM_UP, self.config)) for _ in range(self.size)
-            ]
+            self._warming = [self._waiter(self._pool.submit(warm_up, self.config)) for _ in range(self.size)]
         return self._pool
 
     def close(self) -> None:

@@ -19,7 +19,7 @@ from scrapy_neardup import workers as workers_module
 from scrapy_neardup.config import DedupConfig
 from scrapy_neardup.crawl_settings import CrawlSettings
 from scrapy_neardup.exceptions import ConfigError
-from scrapy_neardup.fingerprint import fingerprint
+from scrapy_neardup.fingerprint import Fingerprint, fingerprint
 from scrapy_neardup.workers import AUTO_WORKERS_AFTER, WorkerPool, main_script_guarded
 
 
@@ -184,6 +184,60 @@ def test_default_pool_starts_after_the_first_pages_and_keeps_verdicts(aeb_pages)
         assert (fp.exact, fp.simhash, fp.spots.hashes.tolist()) == (
             want.exact, want.simhash, want.spots.hashes.tolist(),
         )  # fmt: skip
+
+
+def _long_page(paragraphs: int) -> str:
+    """A page that takes trafilatura about a second for each 5,000 paragraphs."""
+    line = "<p>Paragraph {} of a long page about the harbour and its boats.</p>"
+    body = "".join(line.format(i) for i in range(paragraphs))
+    return f"<html><body><article>{body}</article></body></html>"
+
+
+def test_pages_waiting_for_a_worker_stopped_by_a_timeout_go_to_the_next_pool(aeb_pages):
+    """A page over NEARDUP_PAGE_TIMEOUT stops the pool under the pages waiting for its worker:
+    they are fingerprinted by the next pool, not failed."""
+    config = DedupConfig()
+    bodies = list(aeb_pages.values())[:3]
+
+    async def run() -> tuple[WorkerPool, list]:
+        pool = WorkerPool(config, 1, 2.0)
+        try:
+            slow = asyncio.ensure_future(pool.fingerprint(_long_page(40_000), None, None))
+            while not pool._slots.locked():  # the slow page has the worker; the others wait for it
+                await asyncio.sleep(0.02)
+            others = await asyncio.gather(*(pool.fingerprint(body, None, None) for body in bodies))
+            return pool, [await slow, *others]
+        finally:
+            pool.close()
+
+    pool, (slow, *others) = asyncio.run(run())
+    assert slow.skip_reason == "timeout"
+    assert [fp.exact for fp in others] == [fingerprint(body, config).exact for body in bodies]
+    assert pool.pooled == len(bodies)
+
+
+def test_a_page_whose_worker_died_is_fingerprinted_by_a_new_pool(aeb_pages):
+    """A worker killed under a page (out of memory, a signal) breaks the pool: the page goes to a
+    new one, and so do the pages after it."""
+    config = DedupConfig()
+    page, body = _long_page(5_000), next(iter(aeb_pages.values()))
+
+    async def run() -> tuple[WorkerPool, Fingerprint, Fingerprint]:
+        pool = WorkerPool(config, 1, 120.0)
+        try:
+            job = asyncio.ensure_future(pool.fingerprint(page, None, None))
+            while pool._pool is None or pool._warming:  # the worker has started and taken the page
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.2)
+            for process in pool._pool._processes.values():
+                process.kill()
+            return pool, await job, await pool.fingerprint(body, None, None)
+        finally:
+            pool.close()
+
+    pool, first, second = asyncio.run(run())
+    assert (first.exact, second.exact) == (fingerprint(page, config).exact, fingerprint(body, config).exact)
+    assert pool.pooled == 2
 
 
 def test_default_workers_follow_the_cores(monkeypatch):
