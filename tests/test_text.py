@@ -186,6 +186,19 @@ def test_detect_language_same_for_strings_and_bytes(tokens):
     assert detect_language(tokens, LANGUAGE_VOTES) == from_bytes
 
 
+ASCII_VOTERS = ["the", "of", "and", "der", "und", "le", "la", "el", "de", "het", "il", "o"]
+ASCII_VOTERS += ["7", "2024", "a1", "1a", "zz"]
+
+
+@given(st.lists(st.sampled_from(ASCII_VOTERS), min_size=1, max_size=80))
+def test_detect_language_of_ascii_words_counts_them_like_any_words(tokens):
+    """ASCII words as bytes (the usual page) take their digits and first letters from the bytes;
+    as strings, from the characters: with numbers among them, the two must decide alike."""
+    utf8 = [token.encode() for token in tokens]
+    from_bytes = detect_language(utf8, LANGUAGE_VOTES, token_hashes(utf8))
+    assert from_bytes == detect_language(tokens, LANGUAGE_VOTES)
+
+
 def test_split_sentences_latin_and_cjk():
     assert split_sentences("One two. Three four! Five\nsix") == ["One two.", "Three four!", "Five", "six"]
     assert split_sentences("第一句。第二句！") == ["第一句。", "第二句！"]
