@@ -3,7 +3,8 @@
 Extraction is the slow part of a page (tens of milliseconds with trafilatura), so a pool of
 processes keeps it off the crawl's event loop. A page over ``NEARDUP_PAGE_TIMEOUT`` is
 passed on as ``timeout``; the only way to stop its worker is to stop the pool, whose other
-jobs are then tried again on a new one.
+jobs are then tried again on a new one. A worker that dies (killed, out of memory) breaks
+its pool, which is replaced the same way.
 """
 
 from __future__ import annotations
@@ -128,7 +129,7 @@ class WorkerPool:
                 try:
                     job = pool.submit(work)
                 except BrokenProcessPool:
-                    self.stop()  # a worker died (killed, out of memory): a new pool takes the page
+                    self._lost(pool)  # a worker died (killed, out of memory): a new pool takes the page
                     continue
                 waiter = self._waiter(job)
                 done, _ = await asyncio.wait({waiter}, timeout=self.page_timeout)
@@ -138,12 +139,23 @@ class WorkerPool:
                 detail = f"fingerprinting took over NEARDUP_PAGE_TIMEOUT = {self.page_timeout} s"
                 return Fingerprint(skip_reason="timeout", skip_detail=detail, raw_hash=raw)
             error = waiter.exception()
-            if isinstance(error, BrokenProcessPool) and pool is self._pool:
-                self.stop()
+            if isinstance(error, BrokenProcessPool):
+                self._lost(pool)
             if not isinstance(error, (WorkersStopped, BrokenProcessPool)):
                 self.pooled += 1
                 return waiter.result()
-        raise WorkersStopped("the worker pool was stopped twice under this page")
+        # Passed on unjudged, like a page over its time: the workers were stopped under it again.
+        detail = "the worker processes were stopped twice under this page"
+        return Fingerprint(skip_reason="workers_stopped", skip_detail=detail, raw_hash=raw)
+
+    def _lost(self, pool: ProcessPoolExecutor) -> None:
+        """A worker of ``pool`` ended abruptly: say so once a pool, and replace the pool."""
+        if pool is self._pool:
+            logger.warning(
+                "scrapy-neardup: a worker process ended abruptly (killed, or out of memory?); "
+                "new workers take its pages"
+            )
+            self.stop()
 
     def _waiter(self, job: Future) -> asyncio.Future:
         """An asyncio future for a worker's job, which ``stop`` can end (a terminated

@@ -216,7 +216,34 @@ def test_pages_waiting_for_a_worker_stopped_by_a_timeout_go_to_the_next_pool(aeb
     assert pool.pooled == len(bodies)
 
 
-def test_a_page_whose_worker_died_is_fingerprinted_by_a_new_pool(aeb_pages):
+def test_a_page_whose_workers_are_stopped_twice_passes_unjudged(aeb_pages):
+    """A page under which the pool is stopped on both tries is passed on as ``workers_stopped``,
+    not an error; a page waiting meanwhile is fingerprinted or passed on the same way."""
+    config = DedupConfig()
+
+    async def busy(pool: WorkerPool) -> None:
+        while pool._pool is None or not pool._slots.locked():
+            await asyncio.sleep(0.02)
+
+    async def run() -> list[Fingerprint]:
+        pool = WorkerPool(config, 1, 120.0)
+        try:
+            slow = asyncio.ensure_future(pool.fingerprint(_long_page(40_000), None, None))
+            await busy(pool)
+            waiting = asyncio.ensure_future(pool.fingerprint(next(iter(aeb_pages.values())), None, None))
+            pool.stop()
+            await busy(pool)
+            pool.stop()
+            return [await slow, await waiting]
+        finally:
+            pool.close()
+
+    slow, waiting = asyncio.run(run())
+    assert slow.skip_reason == "workers_stopped" and slow.raw_hash is not None
+    assert waiting.skip_reason in (None, "workers_stopped")
+
+
+def test_a_page_whose_worker_died_is_fingerprinted_by_a_new_pool(aeb_pages, caplog):
     """A worker killed under a page (out of memory, a signal) breaks the pool: the page goes to a
     new one, and so do the pages after it."""
     config = DedupConfig()
@@ -238,6 +265,7 @@ def test_a_page_whose_worker_died_is_fingerprinted_by_a_new_pool(aeb_pages):
     pool, first, second = asyncio.run(run())
     assert (first.exact, second.exact) == (fingerprint(page, config).exact, fingerprint(body, config).exact)
     assert pool.pooled == 2
+    assert "a worker process ended abruptly" in caplog.text
 
 
 def test_default_workers_follow_the_cores(monkeypatch):
