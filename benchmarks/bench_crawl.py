@@ -114,6 +114,7 @@ def addon_steps(site: Path, settings: dict, out: Path) -> None:
 
     from scrapy_neardup.config import DedupConfig
     from scrapy_neardup.detector import Detector
+    from scrapy_neardup.exceptions import SkipPage
     from scrapy_neardup.fingerprint import fingerprint
     from scrapy_neardup.scope import url_key
     from scrapy_neardup.signatures.exact import raw_hash
@@ -134,7 +135,7 @@ def addon_steps(site: Path, settings: dict, out: Path) -> None:
                 continue
             try:
                 text, title = extract_page(body, config.extractor, "text/html", config.max_body)
-            except Exception:  # a page the crawl skips (SkipPage): its extraction is its whole cost
+            except SkipPage:  # a page the crawl skips: its extraction is its whole cost
                 spent["extraction"] += time.perf_counter() - extracted
                 continue
             signed = time.perf_counter()

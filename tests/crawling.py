@@ -64,6 +64,12 @@ def run_crawl(
     return result
 
 
+def long_page(paragraphs: int) -> str:
+    """A page that takes trafilatura about a second for each 5,000 paragraphs."""
+    line = "<p>Paragraph {} of a long page about the harbour and its boats.</p>"
+    return "<html><body><article>" + "".join(map(line.format, range(paragraphs))) + "</article></body></html>"
+
+
 def path_of(url: str) -> str:
     """The path (and query) of a test-site URL, as truth.json names pages."""
     return "/" + url.split("/", 3)[3]

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from crawling import ADDON, crawl, expected, path_of, serve
+from crawling import ADDON, crawl, expected, long_page, path_of, serve
 
 
 @pytest.mark.parametrize(
@@ -75,13 +75,10 @@ def _pathological_site(root: Path) -> None:
     300,000 it took minutes; the spider's parser too, so the test keeps it small), a page that
     takes seconds to extract, and a plain one."""
     attributes = " ".join(f"attribute{i}=1" for i in range(6_000))
-    paragraphs = "".join(
-        f"<p>Paragraph {i} of a long page about the harbour and its boats.</p>" for i in range(40_000)
-    )
     article = "<article><p>" + "The library opened a new reading room for children. " * 30 + "</p></article>"
     pages = {
         "crowded.html": f"<html><body><div {attributes}>x</div>{article}</body></html>",
-        "long.html": f"<html><body><article>{paragraphs}</article></body></html>",
+        "long.html": long_page(40_000),
         "ok.html": f"<html><body>{article}</body></html>",
     }
     links = "".join(f"<a href='/{name}'>{name}</a>" for name in pages)

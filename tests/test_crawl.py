@@ -12,7 +12,7 @@ import types
 from pathlib import Path
 
 import pytest
-from crawling import ADDON, RUNNER, SITE, TRUTH, crawl, expected, path_of, stats_match_truth
+from crawling import ADDON, RUNNER, SITE, TRUTH, crawl, expected, long_page, path_of, stats_match_truth
 from scrapy.settings import Settings
 
 from scrapy_neardup import workers as workers_module
@@ -186,13 +186,6 @@ def test_default_pool_starts_after_the_first_pages_and_keeps_verdicts(aeb_pages)
         )  # fmt: skip
 
 
-def _long_page(paragraphs: int) -> str:
-    """A page that takes trafilatura about a second for each 5,000 paragraphs."""
-    line = "<p>Paragraph {} of a long page about the harbour and its boats.</p>"
-    body = "".join(line.format(i) for i in range(paragraphs))
-    return f"<html><body><article>{body}</article></body></html>"
-
-
 def test_pages_waiting_for_a_worker_stopped_by_a_timeout_go_to_the_next_pool(aeb_pages):
     """A page over NEARDUP_PAGE_TIMEOUT stops the pool under the pages waiting for its worker:
     they are fingerprinted by the next pool, not failed."""
@@ -202,7 +195,7 @@ def test_pages_waiting_for_a_worker_stopped_by_a_timeout_go_to_the_next_pool(aeb
     async def run() -> tuple[WorkerPool, list]:
         pool = WorkerPool(config, 1, 2.0)
         try:
-            slow = asyncio.ensure_future(pool.fingerprint(_long_page(40_000), None, None))
+            slow = asyncio.ensure_future(pool.fingerprint(long_page(40_000), None, None))
             while not pool._slots.locked():  # the slow page has the worker; the others wait for it
                 await asyncio.sleep(0.02)
             others = await asyncio.gather(*(pool.fingerprint(body, None, None) for body in bodies))
@@ -228,7 +221,7 @@ def test_a_page_whose_workers_are_stopped_twice_passes_unjudged(aeb_pages):
     async def run() -> list[Fingerprint]:
         pool = WorkerPool(config, 1, 120.0)
         try:
-            slow = asyncio.ensure_future(pool.fingerprint(_long_page(40_000), None, None))
+            slow = asyncio.ensure_future(pool.fingerprint(long_page(40_000), None, None))
             await busy(pool)
             waiting = asyncio.ensure_future(pool.fingerprint(next(iter(aeb_pages.values())), None, None))
             pool.stop()
@@ -247,7 +240,7 @@ def test_a_page_whose_worker_died_is_fingerprinted_by_a_new_pool(aeb_pages, capl
     """A worker killed under a page (out of memory, a signal) breaks the pool: the page goes to a
     new one, and so do the pages after it."""
     config = DedupConfig()
-    page, body = _long_page(5_000), next(iter(aeb_pages.values()))
+    page, body = long_page(5_000), next(iter(aeb_pages.values()))
 
     async def run() -> tuple[WorkerPool, Fingerprint, Fingerprint]:
         pool = WorkerPool(config, 1, 120.0)
