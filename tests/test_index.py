@@ -47,6 +47,7 @@ from scrapy_neardup.scope import scope_key
 from scrapy_neardup.signatures.imatch import CollectionStats
 from scrapy_neardup.signatures.similarity import multiset_jaccard
 from scrapy_neardup.signatures.spotsigs import SpotSet
+from scrapy_neardup.text import main_text
 from scrapy_neardup.verify import compare
 
 FUNCTION = ["the", "a", "an", "is", "was", "are", "were", "has", "have", "had", "can", "will", "would", "do"]
@@ -633,6 +634,29 @@ def test_byte_identical_copies_skip_extraction(tmp_path, aeb_pages, monkeypatch)
     with Detector.open(tmp_path / "host.db", config) as detector:
         detector.check("http://a.example/1", bodies[0])
         assert not detector.check("http://b.example/1", bodies[0]).duplicate
+
+
+def test_copies_of_a_text_are_found_before_the_spot_search(tmp_path, aeb_pages, monkeypatch):
+    """An exact copy outranks every other match, so its page is judged without a spot search,
+    and the copy it names is the oldest one, as when every candidate is compared."""
+    texts = [main_text(body) for body in list(aeb_pages.values())[:2]]
+    near = texts[0].replace(".", ". Indeed,", 3)
+    with Detector.open(tmp_path / "copies.db", DedupConfig(extractor="text")) as detector:
+        # Admitted unchecked: a near-duplicate older than the text, then the text, twice.
+        near_id, first_id, _ = (
+            detector.add(url, detector.fingerprint(text)).doc_id
+            for url, text in [("http://a.example/near", near), ("http://a.example/1", texts[0]),
+                              ("http://a.example/2", texts[0])]
+        )  # fmt: skip
+        assert near_id < first_id
+        searched = []
+        spot_candidates = sqlite_spots.SpotLists.candidates
+        monkeypatch.setattr(
+            sqlite_spots.SpotLists, "candidates", lambda *a: searched.append(1) or spot_candidates(*a)
+        )
+        copy = detector.check("http://b.example/copy", texts[0] + "\n")  # not byte-identical
+        assert (copy.duplicate_of, copy.method, searched) == (first_id, "exact", [])
+        assert not detector.check("http://b.example/other", texts[1]).duplicate and searched == [1]
 
 
 def _open_and_check(path: str, text: str, barrier, results) -> None:

@@ -42,3 +42,8 @@ def lookup_keys(
 def raw_key(raw: int, scope: int) -> int:
     """The key of a raw body's hash: byte-identical pages, found before extraction."""
     return key(RAW_KIND, scope, raw >> 64)
+
+
+def exact_key(exact: int, scope: int) -> int:
+    """The key of a page's exact hash: its copies of the same text, looked up first."""
+    return key(BY_NAME["exact"].kind, scope, exact >> 64)
