@@ -85,3 +85,21 @@ def test_an_unregistered_method_is_refused_by_the_settings():
 
     with pytest.raises(ConfigError, match="first_words"):
         DedupConfig(methods=("first_words",))
+
+
+def test_a_method_put_before_exact_keeps_the_oldest_match_first(tmp_path):
+    """Exact copies are looked up first only while nothing outranks them: with a method ahead of
+    exact, the oldest page it matches is named, as when every candidate is compared."""
+    from scrapy_neardup.detector import Detector
+
+    methods.register(FIRST_WORDS, before="exact")
+    try:
+        config = DedupConfig(extractor="text", min_tokens=5, methods=("first_words", "exact"))
+        with Detector.open(tmp_path / "i.db", config) as detector:
+            older, copied = (detector.add(url, fingerprint(text, config)).doc_id for url, text in [
+                ("http://a.example/1", A), ("http://b.example/1", B)
+            ])  # fmt: skip
+            verdict = detector.check("http://c.example/1", B + "\n")  # B's copy, not byte for byte
+    finally:
+        methods.unregister("first_words")
+    assert (verdict.duplicate_of, verdict.method) == (older, "first_words") and older < copied

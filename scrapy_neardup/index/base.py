@@ -92,7 +92,9 @@ class Index(Protocol):
     # Inside a transaction.
     def candidates(self, probe: Fingerprint, scope: str) -> Iterator[tuple[int, Fingerprint]]:
         """A superset of the admitted pages of ``scope`` that a configured method calls a match
-        of ``probe``, in id order, with their stored signatures."""
+        of ``probe``, in id order, with their stored signatures; a backend may yield the exact
+        copies first (in id order too) while exact matches rank first, since the Detector stops
+        at the first match nothing outranks."""
         ...
 
     def record(

@@ -21,6 +21,7 @@ from pathlib import Path
 from ..config import DedupConfig
 from ..exceptions import IndexFileError
 from ..fingerprint import Fingerprint
+from ..methods import rank
 from ..signatures.imatch import CollectionStats
 from ..signatures.spotsigs import SpotSet
 from ..text import storable
@@ -272,15 +273,15 @@ class SQLiteIndex(SQLiteReading):
 
         Every index lookup is a necessary condition of its method, and each candidate is
         loaded once, with cheap exact bounds (``bounds``) applied before its spots are decoded.
-        An exact copy outranks every other match, so a caller that stops at the first one
-        never pays for the spot search (a third of the pages of a site's two versions).
+        An exact copy outranks every other match (unless a plugin's method was put first), so
+        a caller that stops at the first one never pays for the spot search.
         """
         self.spots.sync_order()
         scope_id = self._scope_id(scope, create=False)
         if scope_id is None:
             return
         found: set[int] = set()
-        if "exact" in self.config.methods and probe.exact is not None:
+        if "exact" in self.config.methods and probe.exact is not None and rank("exact") == 0:
             copies = self.db.execute(
                 "SELECT doc FROM lookup_keys WHERE key = ?", (exact_key(probe.exact, scope_id),)
             ).fetchall()
