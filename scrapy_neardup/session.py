@@ -8,6 +8,7 @@ closed once per crawl. The session hangs on the crawler (no module state).
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import sqlite3
@@ -36,6 +37,32 @@ _ATTRIBUTE = "_neardup_session"
 _REMEMBERED = 50_000  # verdicts kept for the pipeline, newest first out of memory last
 
 
+def _said_once(error: NearDupError) -> None:
+    """Keep the traceback of an error logged in one line already from following it.
+
+    Scrapy starts a crawl in an asyncio task, marks the crawl failed (exit status 1) when a
+    component's start raises, and leaves the error to asyncio, which prints it with its
+    traceback. This marks the task's error as seen when it is ``error``; any other is passed to
+    the loop's handler as asyncio would have. Outside a task (a Twisted-only start) nothing
+    changes.
+    """
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no running event loop
+        return
+    if task is None:
+        return
+
+    def seen(task: asyncio.Task) -> None:
+        failure = None if task.cancelled() else task.exception()  # marks it retrieved
+        if failure is not None and failure is not error and failure.__context__ is not error:
+            task.get_loop().call_exception_handler(
+                {"message": "Task exception was never retrieved", "exception": failure, "future": task}
+            )
+
+    task.add_done_callback(seen)
+
+
 class CrawlSession:
     """One crawl's detector, its workers, its stats and its report."""
 
@@ -59,8 +86,9 @@ class CrawlSession:
         if session is None:
             try:
                 session = cls._start(crawler)
-            except NearDupError as exc:  # Scrapy shows a long traceback: the cause comes first, in one line
+            except NearDupError as exc:
                 logger.critical("scrapy-neardup cannot start: %s", one_line(str(exc)))
+                _said_once(exc)
                 raise
             crawler.signals.connect(session.spider_closed, signal=signals.spider_closed)
             setattr(crawler, _ATTRIBUTE, session)

@@ -39,3 +39,16 @@ def test_neardup_report_command_names_a_missing_index(tmp_path):
     done = scrapy("neardup-report", "news", "-s", f"NEARDUP_DB={tmp_path / 'nothing.sqlite'}")
     assert done.returncode == 2
     assert "nothing.sqlite" in done.stderr
+
+
+def test_scrapy_crawl_with_a_bad_setting_fails_in_one_line(tmp_path):
+    """`scrapy crawl` exits with status 1 and says why in one line, without a traceback after it."""
+    done = scrapy(
+        "crawl", "news", "-a", "start_url=http://127.0.0.1:9/", "-s", f"NEARDUP_DB={tmp_path / 'i.db'}",
+        "-s", "NEARDUP_SPOTSIGS_THRESHOLD=7",
+    )  # fmt: skip
+    assert done.returncode == 1
+    said = [line for line in done.stderr.splitlines() if "scrapy-neardup cannot start" in line]
+    assert len(said) == 1 and "NEARDUP_SPOTSIGS_THRESHOLD" in said[0], done.stderr[-2000:]
+    assert "Traceback" not in done.stderr and "never retrieved" not in done.stderr
+    assert not (tmp_path / "i.db").exists()
