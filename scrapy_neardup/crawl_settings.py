@@ -3,18 +3,19 @@ at start, each error naming its setting."""
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from scrapy.settings import BaseSettings
 from scrapy.utils.project import data_path
 
-from .config import MAX_WORKERS
+from .config import MAX_WORKERS, DedupConfig
 from .exceptions import ConfigError, NearDupError
 from .index.base import fit_key_prefix
 from .workers import AUTO_WORKERS_AFTER, default_workers, main_script_guarded
@@ -25,6 +26,23 @@ ACTIONS = ("drop", "tag")
 BACKENDS = ("sqlite", "redis")
 # The Redis index's key prefix: a crawl's own, as scrapy-redis names its keys (``%(spider)s:dupefilter``).
 REDIS_KEY = "%(spider)s:neardup"
+
+
+def known_settings() -> frozenset[str]:
+    """Every ``NEARDUP_*`` setting a crawl reads: the detection knobs, the crawl-side ones, and the
+    switch the add-on sets."""
+    names = [f.name for f in fields(DedupConfig)] + [f.name for f in fields(CrawlSettings)]
+    return frozenset({"NEARDUP_ENABLED", *(f"NEARDUP_{name.upper()}" for name in names)})
+
+
+def warn_unknown_settings(settings: BaseSettings) -> None:
+    """A ``NEARDUP_*`` name no component reads is most likely misspelled, and its value would be
+    ignored without a word: say so, with the setting it is closest to."""
+    known = known_settings()
+    for name in sorted(n for n in settings if str(n).startswith("NEARDUP_") and n not in known):
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f"; did you mean {close[0]}?" if close else " (docs/settings.md lists them)"
+        logger.warning("scrapy-neardup: %s is not one of its settings and is ignored%s", name, hint)
 
 
 @dataclass(frozen=True)

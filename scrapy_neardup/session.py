@@ -21,7 +21,7 @@ from scrapy.crawler import Crawler
 from scrapy.statscollectors import StatsCollector
 
 from .config import DedupConfig
-from .crawl_settings import CrawlSettings, remove_index
+from .crawl_settings import CrawlSettings, remove_index, warn_unknown_settings
 from .detector import Detector
 from .exceptions import NearDupError, one_line
 from .index import Index, SQLiteIndex, Verdict
@@ -98,6 +98,7 @@ class CrawlSession:
     def _start(cls, crawler: Crawler) -> CrawlSession:
         """Read the settings, open the index, begin the crawl's run."""
         spider = crawler.spider
+        warn_unknown_settings(crawler.settings)
         config = DedupConfig.from_settings(crawler.settings)
         settings = CrawlSettings.from_settings(crawler.settings, spider.name if spider else "default")
         if not settings.reset and spider is not None:  # ``-a neardup_reset=1``, as deltafetch's

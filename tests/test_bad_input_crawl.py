@@ -42,6 +42,16 @@ def test_a_bad_setting_stops_the_crawl_at_start_naming_it(tmp_path, site, settin
     assert not result["items"]
 
 
+def test_a_misspelled_setting_is_named_with_the_one_meant(tmp_path, site):
+    settings = {**ADDON, "NEARDUP_DB": str(tmp_path / "i.db"), "NEARDUP_SPOTSIGS_TRESHOLD": 0.9}
+    result = crawl(tmp_path, [site + "/"], settings)
+    warned = [line for line in result["stderr"].splitlines() if "is not one of its settings" in line]
+    assert len(warned) == 1 and "WARNING" in warned[0], result["stderr"][-2000:]
+    assert "NEARDUP_SPOTSIGS_TRESHOLD is not" in warned[0]
+    assert "did you mean NEARDUP_SPOTSIGS_THRESHOLD?" in warned[0]
+    assert result["stats"]["neardup/dropped"] == len(expected("duplicate"))  # the default threshold held
+
+
 def test_a_full_disk_passes_every_page_on_and_says_so_once(tmp_path, site):
     db = tmp_path / "full.db"
     result = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_DB": str(db)}, index_pages_left=3)

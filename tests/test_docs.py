@@ -61,6 +61,13 @@ def test_settings_reference_documents_every_setting_the_code_names():
     assert not missing, f"docs/settings.md does not document {missing}"
 
 
+def test_the_crawl_knows_every_setting_the_code_names():
+    """The names a crawl accepts without a misspelling warning are the ones the package reads."""
+    from scrapy_neardup.crawl_settings import known_settings
+
+    assert known_settings() == setting_names()
+
+
 def test_settings_reference_documents_every_flag():
     reference = documented("settings.md")
     missing = [
