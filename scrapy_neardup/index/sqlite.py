@@ -281,15 +281,15 @@ class SQLiteIndex(SQLiteReading):
         if scope_id is None:
             return
         found: set[int] = set()
+        keys = lookup_keys(probe, scope_id, self.config, simhash=self._probe_simhash)
         if "exact" in self.config.methods and probe.exact is not None and rank("exact") == 0:
-            copies = self.db.execute(
-                "SELECT doc FROM lookup_keys WHERE key = ?", (exact_key(probe.exact, scope_id),)
-            ).fetchall()
+            copy_key = exact_key(probe.exact, scope_id)
+            keys = [k for k in keys if k != copy_key]  # looked up here, not again below
+            copies = self.db.execute("SELECT doc FROM lookup_keys WHERE key = ?", (copy_key,)).fetchall()
             found.update(doc for (doc,) in copies)
             for row in self._rows(SIGNATURE_COLUMNS, sorted(found), scope_id, admitted=True):
                 yield row[0], row_fingerprint(row)
         copies_found = frozenset(found)
-        keys = lookup_keys(probe, scope_id, self.config, simhash=self._probe_simhash)
         for start in range(0, len(keys), 500):
             chunk = keys[start : start + 500]
             rows = self.db.execute(
