@@ -64,6 +64,7 @@ from scrapy_neardup import tokens as tokens_module
 from scrapy_neardup.config import PRESETS, DedupConfig
 from scrapy_neardup.exceptions import SkipPage
 from scrapy_neardup.fingerprint import Fingerprint, fingerprint
+from scrapy_neardup.methods import decision_order
 from scrapy_neardup.signatures.minhash import band_keys
 from scrapy_neardup.text import extract_page
 from scrapy_neardup.tokens import tokenize
@@ -299,6 +300,57 @@ def decide(view: View, config: DedupConfig) -> np.ndarray:
         result |= method_matrix(view, method, config)
     ok = view.judged & (view.tokens >= max(1, config.min_tokens))
     return result & ok[:, None] & ok[None, :]
+
+
+def method_similarity(view: View, method: str) -> np.ndarray:
+    """All-pairs similarity on ``method``'s own 0-1 scale: what a verdict it names says."""
+    if method in ("exact", "ksentence"):
+        return np.ones((len(view.fps), len(view.fps)))
+    if method == "spotsigs":
+        return view.spot()[0]
+    if method == "simhash":
+        return 1.0 - view.simhash() / 64.0
+    if method == "minhash":
+        return view.minhash()
+    if method == "shingles":
+        return view.shingles() / 6.0
+    if method == "imatch":
+        width = max(1, max((len(fp.imatch) for fp in view.fps), default=1))
+        return view.imatch() / width
+    raise ValueError(method)
+
+
+def weak_matrix(view: View, method: str, config: DedupConfig) -> np.ndarray:
+    """Pairs whose match by ``method`` would be weak (``MethodResult.weak``): SpotSigs over fewer
+    than min_spots spots, or of texts of unequal length under the higher bar."""
+    n = len(view.fps)
+    if method != "spotsigs":
+        return np.zeros((n, n), dtype=bool)
+    sizes = np.array([fp.spots.size for fp in view.fps], dtype=np.int64)
+    few = np.minimum(sizes[:, None], sizes[None, :]) < config.spotsigs_min_spots
+    tokens = view.tokens.astype(np.float64)
+    longer = np.maximum.outer(tokens, tokens)
+    uneven = np.minimum.outer(tokens, tokens) < config.spotsigs_length_ratio * longer
+    return few | (uneven & (config.spotsigs_uneven_threshold > config.spotsigs_threshold))
+
+
+def decide_drop(view: View, config: DedupConfig, bar: float) -> np.ndarray:
+    """The pairs a drop-mode crawl drops with the sure bar ``bar``: the method that names the verdict
+    (the first in the decision order that matches) says at least ``bar`` on strong evidence
+    (``weak_matrix``), or the copy is exact; a bar of 0 drops every match."""
+    n = len(view.fps)
+    left, dropped = np.ones((n, n), dtype=bool), np.zeros((n, n), dtype=bool)
+    for method in decision_order():
+        if method not in config.methods:
+            continue
+        matched = method_matrix(view, method, config) & left
+        if method == "exact" or bar <= 0:
+            dropped |= matched
+        else:
+            dropped |= matched & (method_similarity(view, method) >= bar) & ~weak_matrix(view, method, config)
+        left &= ~matched
+    ok = view.judged & (view.tokens >= max(1, config.min_tokens))
+    return dropped & ok[:, None] & ok[None, :]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -608,6 +660,32 @@ def sweep(bench: Bench, names: Sequence[str], base: DedupConfig) -> list[dict[st
     return results
 
 
+def sure_bar_table(bench: Bench, names: Sequence[str], default: DedupConfig) -> dict[str, Any]:
+    """P/R/F1 of the pairs a drop-mode crawl drops, by sure bar (NEARDUP_DROP_ABOVE): matches under
+    the bar pass tagged. aeb is scored on its light edits, as in the summary."""
+    from scrapy_neardup.crawl_settings import CrawlSettings
+
+    chosen = CrawlSettings().drop_above
+    bars = sorted({0.0, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, *([chosen] if chosen is not None else [])})
+    print(f"\nThe sure bar: P/R/F1 of the pairs dropped in drop mode (the default bar is {chosen}; "
+          "0 drops every match)")  # fmt: skip
+    print(f"  {'bar':6} " + " ".join(f"{n:>20}" for n in names))
+    out: dict[str, Any] = {"default": chosen, "bars": {}}
+    for bar in bars:
+        cells, row = [], {}
+        for name in names:
+            labels = bench.label(name)
+            if name.split("@")[0] == "aeb":
+                labels = light_labels(bench.sets[name], labels)
+            s = score(decide_drop(bench.view(name, default), default, bar), labels)
+            cells.append(f"{s.short():>20}")
+            row[name] = s.as_dict()
+        mark = " *" if bar == chosen else ""
+        print(f"  {bar:<6.2f} " + " ".join(cells) + mark)
+        out["bars"][f"{bar:.2f}"] = row
+    return out
+
+
 RECIPE_BUCKETS: tuple[tuple[str, Callable[[qd.Recipe], bool]], ...] = (
     ("1-5 % of words edited", lambda r: r.edit_rate < 0.05),
     ("5-10 % of words edited", lambda r: 0.05 <= r.edit_rate < 0.10),
@@ -799,6 +877,7 @@ def main() -> int:
     for name, _, _, presets in summary:
         print(f"  {name:18} " + "  ".join(f"{presets[p].short():>18}" for p in PRESETS))
 
+    report["sure_bar"] = sure_bar_table(bench, names, default)
     for name in names:
         if name.split("@")[0] in ("aeb", "zh"):
             recall_by_recipe(bench, name, {p: preset_config(p) for p in PRESETS})

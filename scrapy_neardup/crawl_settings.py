@@ -22,7 +22,11 @@ from .workers import AUTO_WORKERS_AFTER, default_workers, main_script_guarded
 
 logger = logging.getLogger("scrapy_neardup")
 
-ACTIONS = ("drop", "tag")
+ACTIONS = ("drop", "ignore", "tag")
+# The similarity a near-duplicate needs, on strong evidence, to be dropped (exact copies always are):
+# over every labelled set, the bar that drops no distinct page of the LLVM docs site (benchmarks,
+# docs/quality.md "The sure bar").
+SURE_SIMILARITY = 0.65
 BACKENDS = ("sqlite", "redis")
 # The Redis index's key prefix: a crawl's own, as scrapy-redis names its keys (``%(spider)s:dupefilter``).
 REDIS_KEY = "%(spider)s:neardup"
@@ -65,7 +69,7 @@ class CrawlSettings:
     drop_unchanged: bool = False
     log_extractors: bool = False
     page_timeout: float = 60.0
-    drop_above: float | None = None
+    drop_above: float = SURE_SIMILARITY
     redis_url: str = "redis://127.0.0.1:6379"
     redis_key: str = "default:neardup"
 
@@ -87,7 +91,7 @@ class CrawlSettings:
             )
             workers = 0
         page_timeout = _number(settings, "NEARDUP_PAGE_TIMEOUT", 60.0, float, 0.1, 86400.0)
-        drop_above = None
+        drop_above = SURE_SIMILARITY
         if settings.get("NEARDUP_DROP_ABOVE") not in (None, ""):
             drop_above = _number(settings, "NEARDUP_DROP_ABOVE", None, float, 0.0, 1.0)
         report = _path(settings, "NEARDUP_REPORT")

@@ -179,13 +179,16 @@ class Detector:
         unconfirmed = index.unconfirmed([m[2] for m in matches])
         best = min(((m[2] in unconfirmed, *m[:3]), m[3]) for m in matches) if matches else None
         match = best and (best[0][3], best[1].similarity, best[1].method)
+        weak = best is not None and best[1].weak
         if best is not None and best[0][0]:  # only pages an interrupted run admitted: let it through
             verdict = index.record(url, probe, scope, None, source, key, replace=replace)
             return dataclasses.replace(
                 verdict, duplicate_of=match[0], duplicate_of_url=index.url_of(match[0]), similarity=match[1],
-                method=match[2], unconfirmed=True,
+                method=match[2], unconfirmed=True, weak=weak,
             )  # fmt: skip
         verdict = index.record(url, probe, scope, match, source, key, replace=replace)
+        if weak:
+            verdict = dataclasses.replace(verdict, weak=True)
         if replace is None:  # a new page, or another item of a page's URL
             return verdict
         # "unchanged" only while it stays what it was: a duplicate now admitted is new to the output.

@@ -22,7 +22,7 @@ from .signatures.exact import raw_hash
 from .signatures.imatch import CollectionStats
 from .signatures.spotsigs import LANGUAGE_VOTES, SpotSet
 from .text import extract_page
-from .tokens import detect_language, words
+from .tokens import detect_languages, words
 
 _EMPTY_SPOTS = SpotSet(np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.uint32))
 
@@ -95,7 +95,11 @@ def fingerprint(
         return Fingerprint(skip_reason=skip.reason, skip_detail=skip.detail, raw_hash=body_hash)
     utf8 = words(text)
     hashes = token_hashes(utf8)
-    language = detect_language(utf8, LANGUAGE_VOTES, hashes) if config.language == "auto" else config.language
+    if config.language == "auto":
+        languages = detect_languages(utf8, LANGUAGE_VOTES, hashes)
+    else:
+        languages = (config.language,)
+    language = languages[0]
     if len(utf8) < max(1, config.min_tokens):
         return Fingerprint(
             skip_reason="too_short",
@@ -106,7 +110,7 @@ def fingerprint(
             text=text,
             title=title,
         )
-    page = Page(text, utf8, hashes, language, stats)
+    page = Page(text, utf8, hashes, language, stats, languages)
     values: dict[str, Any] = {}
     extra: dict[str, Any] = {}
     for method in ALL:

@@ -49,6 +49,7 @@ class Page:
     hashes: np.ndarray
     language: str
     stats: CollectionStats | None = None  # the collection's document frequencies (I-Match)
+    languages: tuple[str, ...] = ()  # every language the page holds, main first (SpotSigs)
 
     @cached_property
     def tokens(self) -> list[str]:
@@ -62,6 +63,8 @@ class MethodResult:
 
     ``similarity`` is in [0, 1] for every method (SimHash: 1 - distance/64) so methods
     can be charted together; ``raw`` is the method's own measure (a distance, a count).
+    ``weak``: a match on thin evidence (SpotSigs over few spots, or of texts of unequal length),
+    which a crawl does not drop on its own (``NEARDUP_DROP_ABOVE``).
     """
 
     method: str
@@ -70,6 +73,7 @@ class MethodResult:
     shown: str
     threshold: str
     duplicate: bool
+    weak: bool = False
 
 
 @dataclass(frozen=True)
@@ -185,13 +189,17 @@ def _spotsigs_result(a: Fingerprint, b: Fingerprint, config: DedupConfig) -> Met
         # A Jaccard over few spots is weak evidence: under min_spots, SimHash must agree too.
         witness = f" or SimHash <= {bits} bits" if bits >= 0 else ""
         threshold += f", >= {least} spots each{witness}"
-    return MethodResult("spotsigs", sim, sim, f"{sim:.3f} Jaccard", threshold, sim >= bar and trusted)
+    duplicate = sim >= bar and trusted
+    weak = duplicate and (small < least or bar > tau)  # the few-spots witness, or uneven lengths
+    return MethodResult("spotsigs", sim, sim, f"{sim:.3f} Jaccard", threshold, duplicate, weak)
 
 
 SPOTSIGS = Method(
     "spotsigs", "spotsigs_threshold",
     sign=lambda page, config: {
-        "spots": spot_signatures(page.words, page.hashes, page.language, config.spotsigs_specs)
+        "spots": spot_signatures(
+            page.words, page.hashes, page.languages or page.language, config.spotsigs_specs
+        )
     },
     result=_spotsigs_result,
     threshold=lambda config: float(config.spotsigs_threshold),

@@ -22,23 +22,27 @@ PAGE_VERDICT = "_neardup_verdict"
 
 
 class NearDupDownloaderMiddleware:
-    """Drops or tags responses whose main content near-duplicates a page seen before.
+    """Judges each HTML response against the pages seen before, before the spider sees it.
 
     Sits at 570, after decompression, redirects and meta refresh. Each HTML response
     with a 2xx status is fingerprinted and checked against the index in one atomic step;
-    the index records it either way. With ``NEARDUP_ACTION = "drop"`` a near-duplicate
-    raises ``IgnoreRequest("near-duplicate of <url>")``, so the spider never parses it nor
-    follows its links; with ``"tag"`` it goes on and ``request.meta["neardup"]`` holds the
-    verdict as a plain dict (for every judged page, duplicate or not).
+    the index records it either way. With ``NEARDUP_ACTION = "drop"`` (the default) a
+    near-duplicate still reaches the spider, so its links are followed, and the items it
+    yields are dropped by NearDupPipeline; ``request.meta["neardup"]`` holds its verdict as
+    a plain dict. With ``"ignore"`` it raises ``IgnoreRequest("near-duplicate of <url>")``:
+    the spider never parses it nor follows its links. With ``"tag"`` every judged page goes
+    on with its verdict in ``request.meta["neardup"]``. A match under ``NEARDUP_DROP_ABOVE``
+    or on thin evidence is only tagged, whatever the action.
 
     A page crawled before (the same canonical URL) is a revisit, never a duplicate of
     itself: unchanged, it passes, so its links are followed (``NEARDUP_DROP_UNCHANGED``
     drops its items in the pipeline).
 
-    Meta keys read: ``neardup_skip`` (True: pass the response untouched, unjudged).
-    Log line (DEBUG, once unless ``NEARDUP_DEBUG``): ``Filtered near-duplicate <url> of
-    <url> (<method>, similarity <s>)``, ``Tagged ...`` in tag mode. Non-HTML, error and
-    empty responses pass untouched and count as ``neardup/skipped/<reason>``.
+    Meta keys read: ``neardup_skip`` (True: pass the response untouched, unjudged, and its
+    items too). Log line (DEBUG, once unless ``NEARDUP_DEBUG``): ``Ignored near-duplicate
+    <url> of <url> (<method>, similarity <s>)``, ``Tagged ...`` in tag mode. Non-HTML, error
+    and empty responses pass untouched and count as ``neardup/skipped/<reason>``; their
+    items are judged by the pipeline from their content field.
     """
 
     def __init__(self, session: CrawlSession) -> None:
@@ -56,18 +60,18 @@ class NearDupDownloaderMiddleware:
         reason = self.skip_reason(request, response)
         if reason:
             self.session.skipped(reason)
-            # Nor are the page's items judged (or counted again) by the pipeline.
-            request.meta[PAGE_VERDICT] = Verdict(response.url, None, False, skip_reason=reason)
-            return response
+            if reason == "opted_out":  # nor are the page's items judged by the pipeline
+                request.meta[PAGE_VERDICT] = Verdict(response.url, None, False, skip_reason=reason)
+            return response  # any other page's items (JSON, a feed) are judged by the pipeline
         verdict = await self.session.judge(response.url, response.body, _content_type(response))
         request.meta[PAGE_VERDICT] = verdict  # for NearDupSpiderMiddleware: the page's items
         what = self.session.action_on(verdict)
         if what is not None:
             self.session.acted(verdict, what)
-        if what == "dropped":
+        if what == "ignored":
             raise IgnoreRequest(why_dropped(verdict))
-        if self.session.settings.action == "tag" or what == "uncertain":
-            request.meta["neardup"] = verdict.as_dict()
+        if self.session.settings.action == "tag" or verdict.duplicate:
+            request.meta["neardup"] = self.session.verdict_dict(verdict)
         return response
 
     @staticmethod

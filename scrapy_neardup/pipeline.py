@@ -36,22 +36,26 @@ class NearDuplicateItem(DropItem):
 class NearDupPipeline:
     """Drops or tags items whose content near-duplicates an item or page seen before.
 
-    An item whose URL field (``NEARDUP_URL_FIELD``, default ``url``) names a page the
-    middleware judged reuses that verdict, so no page is fingerprinted twice. Any other
-    item is judged by its ``NEARDUP_ITEM_FIELD`` (by default the first of ``html``,
+    An item yielded from a page the middleware judged, or whose URL field
+    (``NEARDUP_URL_FIELD``, default ``url``) names one, takes that page's verdict, so no page
+    is fingerprinted twice and a duplicate page's items are dropped. Any other item (of a
+    JSON or XML response, a feed) is judged by its ``NEARDUP_ITEM_FIELD`` (by default the first of ``html``,
     ``body``, ``text``, ``content`` it has): a value that starts with a tag or holds a
     common one (``<p>``, ``<div>``, ...) is HTML: a whole page goes through the configured
     extractor, a fragment (no ``<html>`` or ``<body>``) through ``plain``; any other value
     is main text as it is. Drop mode raises
-    ``NearDuplicateItem`` (a ``DropItem``, logged at DEBUG); tag mode stores the verdict
-    dict in ``NEARDUP_TAG_FIELD`` (default ``neardup``). Items with neither a known page
-    nor a content field pass unchanged and count as ``neardup/skipped/no_content``.
+    ``NearDuplicateItem`` (a ``DropItem``, logged at DEBUG) for a sure duplicate; tag mode, and
+    a match under ``NEARDUP_DROP_ABOVE``, store the verdict dict in ``NEARDUP_TAG_FIELD``
+    (default ``neardup``). Items with neither a known page nor a content field pass unchanged
+    and count as ``neardup/skipped/no_content`` (the first one logs a warning naming
+    ``NEARDUP_ITEM_FIELD``).
     """
 
     def __init__(self, session: CrawlSession) -> None:
         self.session = session
         self._items = 0
         self._warned_field = False
+        self._warned_content = False
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> NearDupPipeline:
@@ -70,6 +74,7 @@ class NearDupPipeline:
             content = self._content(adapter)
             if content is None:
                 self.session.skipped("no_content")
+                self._warn_no_content(adapter)
                 return item
             self._items += 1
             extractor = item_extractor(content)
@@ -78,7 +83,7 @@ class NearDupPipeline:
         what = self.session.action_on(verdict, item=True)
         if what is not None and not (reused and what in ("tagged", "uncertain")):  # counted by the page
             self.session.acted(verdict, what)
-        if what == "dropped":
+        if what in ("dropped", "dropped/unchanged"):
             raise NearDuplicateItem(verdict)
         if settings.action == "tag" or what == "uncertain":
             self._tag(adapter, verdict)
@@ -94,10 +99,25 @@ class NearDupPipeline:
                 return "\n".join(value)
         return None
 
+    def _warn_no_content(self, adapter: ItemAdapter) -> None:
+        """Say once, while no item has had content yet, that items pass unjudged and which setting
+        names their content: a spider whose field has another name is otherwise never checked."""
+        if self._items or self._warned_content:
+            return
+        self._warned_content = True
+        setting = self.session.settings.item_field
+        tried = repr(setting) if setting else ", ".join(ITEM_FIELDS)
+        fields = ", ".join(map(str, adapter.keys())) or "none"
+        logger.warning(
+            "scrapy-neardup: an item of %s has no content field (tried %s; it has %s): such items pass "
+            "unjudged (neardup/skipped/no_content). Set NEARDUP_ITEM_FIELD to the field that holds "
+            "their HTML or text", type(adapter.item).__name__, tried, fields,
+        )  # fmt: skip
+
     def _tag(self, adapter: ItemAdapter, verdict: Verdict) -> None:
         field = self.session.settings.tag_field
         try:
-            adapter[field] = verdict.as_dict()
+            adapter[field] = self.session.verdict_dict(verdict)
         except KeyError:  # a declared Item without that field: keep the item, say why once
             if not self._warned_field:
                 logger.error(

@@ -121,11 +121,23 @@ class CrawlSession:
             + (f" after {settings.workers_after} pages" if settings.workers_after else "")
             if settings.workers else "inline"
         )  # fmt: skip
+        sure = f" at similarity >= {settings.drop_above:g}" if settings.drop_above else ""
+        action = {
+            "drop": f"drop the items of near-duplicates{sure}",
+            "ignore": f"ignore near-duplicate responses{sure}",
+            "tag": "tag near-duplicates",
+        }[settings.action]  # fmt: skip
         logger.info(
-            "scrapy-neardup: %s near-duplicates by %s (extractor %s, %s); index %s %s%s",
-            settings.action, ", ".join(config.methods), config.extractor, workers, index.path, earlier,
+            "scrapy-neardup: %s, found by %s (extractor %s, %s); index %s %s%s",
+            action, ", ".join(config.methods), config.extractor, workers, index.path, earlier,
             " (reset)" if settings.reset else "",
         )  # fmt: skip
+        if settings.action == "drop" and not _pipeline_on(crawler.settings):
+            logger.warning(
+                "scrapy-neardup: NEARDUP_ACTION = 'drop' drops a duplicate page's items in NearDupPipeline, "
+                "which is not in ITEM_PIPELINES: they are stored. Add it (the add-on does), or set "
+                "NEARDUP_ACTION = 'ignore' to ignore duplicate responses instead"
+            )
         return session
 
     # --- judging ------------------------------------------------------------------------
@@ -207,25 +219,41 @@ class CrawlSession:
         return verdict
 
     def action_on(self, verdict: Verdict, item: bool = False) -> str | None:
-        """``dropped``, ``tagged``, ``uncertain`` (let through tagged) or None (passed as it is) for a
-        page's verdict, or its ``item``'s.
+        """What becomes of a page, or of one of its items, with this verdict.
 
-        An unchanged revisit's page always passes, so its links are followed; with
-        NEARDUP_DROP_UNCHANGED its items are dropped, whatever the action, unless a crawl that
-        never closed admitted it (its item may have been lost with that crawl). In drop mode with
-        NEARDUP_DROP_ABOVE, a near-duplicate below that similarity is only tagged.
+        ``dropped`` (an item; in drop mode a duplicate page only tells its items so),
+        ``ignored`` (a page, with NEARDUP_ACTION = "ignore"), ``tagged``, ``uncertain`` (a match
+        under NEARDUP_DROP_ABOVE or on thin evidence: let through tagged), ``dropped/unchanged``
+        (an item of an unchanged revisit, dropped with NEARDUP_DROP_UNCHANGED), or None (passed
+        as it is); each names its stat under ``neardup/``. An unchanged revisit's page always
+        passes, so its links are followed; its items are not dropped when a crawl that never
+        closed admitted it (they may have been lost).
         """
         unchanged = verdict.revisit == "unchanged" and not (verdict.duplicate or verdict.unconfirmed)
         if item and unchanged and self.settings.drop_unchanged:
-            return "dropped"
+            return "dropped/unchanged"
         if not verdict.duplicate:
             return None
         if self.settings.action == "tag":
             return "tagged"
-        sure = self.settings.drop_above
-        if sure is not None and verdict.method != "exact" and (verdict.similarity or 0.0) < sure:
+        if not self.sure(verdict):
             return "uncertain"
-        return "dropped"
+        if self.settings.action == "ignore" and not item:
+            return "ignored"
+        return "dropped" if item else None
+
+    def sure(self, verdict: Verdict) -> bool:
+        """Whether a duplicate is sure enough to drop: an exact copy always; a near one at
+        NEARDUP_DROP_ABOVE or more, on strong evidence (0 drops every match)."""
+        bar = self.settings.drop_above
+        if verdict.method == "exact" or bar <= 0:
+            return True
+        return not verdict.weak and (verdict.similarity or 0.0) >= bar
+
+    def verdict_dict(self, verdict: Verdict) -> dict[str, Any]:
+        """The verdict as the spider and items see it (``neardup`` meta and field), with ``sure``:
+        whether a duplicate is sure enough to drop (None for a page that is none)."""
+        return {**verdict.as_dict(), "sure": self.sure(verdict) if verdict.duplicate else None}
 
     def link_item(self, item: Any, verdict: Verdict) -> None:
         """Remember which page's verdict an item came from (held with the item, so ids stay unique)."""
@@ -244,18 +272,22 @@ class CrawlSession:
         self.stats.inc_value(f"neardup/skipped/{reason}")
 
     def acted(self, verdict: Verdict, what: str) -> None:
-        """Count a drop, a tag or an uncertain pass, and log it at DEBUG, once unless NEARDUP_DEBUG."""
+        """Count what became of a page or an item (``action_on``), and log it at DEBUG, once
+        unless NEARDUP_DEBUG."""
         self.stats.inc_value(f"neardup/{what}")
         if self.settings.debug or not self._logged_once:
             more = (
                 "" if self.settings.debug else " - no more near-duplicates will be shown (see NEARDUP_DEBUG)"
             )
-            if not verdict.duplicate:
+            if what == "dropped/unchanged":
                 logger.debug("Filtered unchanged revisit %s (NEARDUP_DROP_UNCHANGED)%s", verdict.url, more)
             else:
-                verb = {"dropped": "Filtered", "tagged": "Tagged"}.get(what, "Let through uncertain")
+                verb = {
+                    "dropped": "Dropped an item of near-duplicate", "ignored": "Ignored near-duplicate",
+                    "tagged": "Tagged near-duplicate",
+                }.get(what, "Let through uncertain near-duplicate")  # fmt: skip
                 logger.debug(
-                    "%s near-duplicate %s of %s (%s, similarity %.3f)%s", verb, verdict.url,
+                    "%s %s of %s (%s, similarity %.3f)%s", verb, verdict.url,
                     verdict.duplicate_of_url, verdict.method, verdict.similarity or 0.0, more,
                 )  # fmt: skip
             self._logged_once = True
@@ -300,6 +332,22 @@ class CrawlSession:
         self.stats.set_value("neardup/report", str(path))
         logger.info("scrapy-neardup: report written to %s", path)
         return path
+
+
+def _pipeline_on(settings: Any) -> bool:
+    """Whether NearDupPipeline is among the crawl's item pipelines."""
+    from scrapy.utils.conf import build_component_list
+    from scrapy.utils.misc import load_object
+
+    from .pipeline import NearDupPipeline
+
+    for component in build_component_list(settings.getwithbase("ITEM_PIPELINES")):
+        try:
+            if load_object(component) is NearDupPipeline:
+                return True
+        except (ImportError, ValueError, NameError, AttributeError):
+            continue
+    return False
 
 
 def open_index(settings: CrawlSettings, config: DedupConfig) -> Index:

@@ -38,6 +38,9 @@ _ASCII = bytes(range(0x80))
 _FEW_SEPARATORS = 32
 # The first letters of Latin words: Basic Latin (folded) to Latin Extended-B, and Latin Extended Additional.
 _LATIN_RANGES = ((0x61, 0x7A), (0xC0, 0x24F), (0x1E00, 0x1EFF))
+# Tokens a page's part in a second script needs to be signed in its own language too: a sentence
+# or two, more than a name or a menu in that script.
+MIN_PART = 40
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|(?<=[。！？；])|[\r\n]+")
 
 
@@ -135,7 +138,16 @@ def detect_language(
     votes: dict[str, frozenset[str]],
     hashes: np.ndarray | None = None,
 ) -> str:
-    """The language of a token list, well enough to pick a SpotSigs antecedent set.
+    """The main language of a token list (``detect_languages``' first)."""
+    return detect_languages(tokens, votes, hashes)[0]
+
+
+def detect_languages(
+    tokens: Sequence[str] | Sequence[bytes],
+    votes: dict[str, frozenset[str]],
+    hashes: np.ndarray | None = None,
+) -> tuple[str, ...]:
+    """The languages of a token list, main one first, well enough to pick SpotSigs antecedent sets.
 
     CJK characters decide first (kana means Japanese); a text mostly in another non-Latin
     script (Cyrillic, Hangul, Arabic, ...) is ``und``; otherwise the language whose
@@ -146,10 +158,13 @@ def detect_language(
     Numbers are left out of the shares, and a few English words (a share bar, a
     "Read more") on a Russian page do not make it English: two copies of one page must
     get the same language whatever a template or a table adds, or their spots differ.
-    ``tokens`` may be ``words`` (bytes); pass their ``hashes`` when they are at hand.
+    A page holding a real part in the other script (an article quoted in Japanese among English
+    teasers, an English abstract beside a Chinese text) also gets that part's language, second:
+    its spots are signed too, so such a page is longer than the article it quotes. ``tokens`` may
+    be ``words`` (bytes); pass their ``hashes`` when they are at hand.
     """
     if not tokens:
-        return "und"
+        return ("und",)
     sample = tokens[:5000]
     sample_hashes = token_hashes(sample) if hashes is None else hashes[: len(sample)]
     # Each distinct word is looked at once, not each occurrence: counted by its hash.
@@ -175,15 +190,25 @@ def detect_language(
     weights[digits] = 0
     size = int(weights.sum())
     if not size:
-        return "und"
+        return ("und",)
+    cjk, cjk_language = 0, "zh"
     if first.max() >= CJK_RANGES[0][0]:
         single = np.fromiter(map(len, distinct), dtype=np.int64, count=len(distinct)) == 1
         cjk = int(weights[single & _in_ranges(first, CJK_RANGES)].sum())
-        if cjk >= 0.3 * size:
-            kana = int(weights[_in_ranges(first, (KANA_RANGE,))].sum())
-            return "ja" if kana >= 0.1 * cjk else "zh"
-    if weights[_in_ranges(first, _LATIN_RANGES)].sum() < 0.5 * size:
-        return "und"
-    scores = dict(zip(votes, weights_in(distinct_hashes, weights, tuple(votes.values())), strict=True))
-    best = max(scores, key=lambda lang: (scores[lang], lang == "en"))
-    return best if scores[best] >= max(2, size // 20) else "und"
+        kana = int(weights[_in_ranges(first, (KANA_RANGE,))].sum())
+        cjk_language = "ja" if kana >= 0.1 * cjk else "zh"
+    latin = int(weights[_in_ranges(first, _LATIN_RANGES)].sum())
+
+    def latin_language(words: int) -> str:
+        """The Latin-script language whose function words are a real share of ``words``."""
+        scores = dict(zip(votes, weights_in(distinct_hashes, weights, tuple(votes.values())), strict=True))
+        best = max(scores, key=lambda lang: (scores[lang], lang == "en"))
+        return best if scores[best] >= max(2, words // 20) else "und"
+
+    if cjk >= 0.3 * size:
+        other = latin_language(latin) if latin >= MIN_PART else "und"
+        return (cjk_language,) if other == "und" else (cjk_language, other)
+    if latin < 0.5 * size:
+        return ("und",)
+    main = latin_language(size)
+    return (main, cjk_language) if main != "und" and cjk >= MIN_PART else (main,)

@@ -23,6 +23,7 @@ class Comparison:
     duplicate: bool
     method: str | None
     similarity: float | None
+    weak: bool = False  # the deciding method matched on thin evidence (MethodResult.weak)
 
 
 def method_result(method: str, a: Fingerprint, b: Fingerprint, config: DedupConfig) -> MethodResult | None:
@@ -49,5 +50,5 @@ def compare(
     for method in order:
         result = results.get(method)
         if method in config.methods and result is not None and result.duplicate:
-            return Comparison(results, True, method, result.similarity)
+            return Comparison(results, True, method, result.similarity, result.weak)
     return Comparison(results, False, None, None)

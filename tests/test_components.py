@@ -47,8 +47,27 @@ def run(coroutine):
     return asyncio.run(coroutine)
 
 
-def test_the_middleware_drops_a_copy_and_passes_the_original(tmp_path):
-    crawler = make_crawler(tmp_path)
+def test_in_drop_mode_a_copy_reaches_the_spider_and_its_items_are_dropped(tmp_path):
+    crawler = make_crawler(tmp_path, ITEM_PIPELINES={NearDupPipeline: 200})
+    middleware = NearDupDownloaderMiddleware.from_crawler(crawler)
+    spider_middleware = NearDupSpiderMiddleware.from_crawler(crawler)
+    pipeline = NearDupPipeline.from_crawler(crawler)
+    items = []
+    for url in ("http://a.example/library", "http://mirror.example/library?ref=1"):
+        request, response = respond(url, ARTICLE)
+        assert run(middleware.process_response(request, response)) is response  # links followed
+        items += spider_middleware.process_spider_output(response, [{"url": url, "html": response.text}])
+    assert request.meta["neardup"]["duplicate_of"] == "http://a.example/library"
+    assert run(pipeline.process_item(items[0])) is items[0]
+    with pytest.raises(NearDuplicateItem, match=r"near-duplicate of http://a\.example/library"):
+        run(pipeline.process_item(items[1]))
+    stats = crawler.stats.get_stats()
+    assert stats["neardup/checked"] == 2 and stats["neardup/dropped"] == 1  # the item, not the page
+    assert stats["neardup/duplicates/exact"] == 1 and "neardup/ignored" not in stats
+
+
+def test_in_ignore_mode_a_copy_is_ignored_before_the_spider(tmp_path):
+    crawler = make_crawler(tmp_path, NEARDUP_ACTION="ignore")
     middleware = NearDupDownloaderMiddleware.from_crawler(crawler)
     request, response = respond("http://a.example/library", ARTICLE)
     assert run(middleware.process_response(request, response)) is response
@@ -56,8 +75,15 @@ def test_the_middleware_drops_a_copy_and_passes_the_original(tmp_path):
     with pytest.raises(IgnoreRequest, match=r"near-duplicate of http://a\.example/library"):
         run(middleware.process_response(copy_request, copy))
     stats = crawler.stats.get_stats()
-    assert stats["neardup/checked"] == 2 and stats["neardup/dropped"] == 1
-    assert stats["neardup/duplicates/exact"] == 1
+    assert stats["neardup/ignored"] == 1 and "neardup/dropped" not in stats
+
+
+def test_drop_mode_without_the_pipeline_says_its_items_are_stored(tmp_path, caplog):
+    NearDupDownloaderMiddleware.from_crawler(make_crawler(tmp_path))
+    assert "NearDupPipeline, which is not in ITEM_PIPELINES" in caplog.text
+    caplog.clear()
+    NearDupDownloaderMiddleware.from_crawler(make_crawler(tmp_path, ITEM_PIPELINES={NearDupPipeline: 200}))
+    assert "ITEM_PIPELINES" not in caplog.text
 
 
 def test_the_middleware_tags_in_tag_mode(tmp_path):
@@ -90,10 +116,39 @@ def unjudged(reason: str) -> tuple[Request, TextResponse]:
 def test_the_middleware_passes_what_it_does_not_judge(tmp_path, reason):
     crawler = make_crawler(tmp_path)
     middleware = NearDupDownloaderMiddleware.from_crawler(crawler)
+    spider_middleware = NearDupSpiderMiddleware.from_crawler(crawler)
+    pipeline = NearDupPipeline.from_crawler(crawler)
     request, response = unjudged(reason)
     assert run(middleware.process_response(request, response)) is response
     assert crawler.stats.get_value(f"neardup/skipped/{reason}") == 1
     assert crawler.stats.get_value("neardup/checked") is None
+    # Only an opted-out page's items skip the pipeline's own check.
+    entry = {"url": "http://x/1", "text": OTHER.decode()}
+    (item,) = spider_middleware.process_spider_output(response, [entry])
+    run(pipeline.process_item(item))
+    assert crawler.stats.get_value("neardup/checked") == (None if reason == "opted_out" else 1)
+
+
+def test_items_of_a_json_response_are_judged_from_their_field(tmp_path):
+    crawler = make_crawler(tmp_path, ITEM_PIPELINES={NearDupPipeline: 200})
+    middleware = NearDupDownloaderMiddleware.from_crawler(crawler)
+    spider_middleware = NearDupSpiderMiddleware.from_crawler(crawler)
+    pipeline = NearDupPipeline.from_crawler(crawler)
+    request, page = respond("http://a.example/library", ARTICLE)
+    run(middleware.process_response(request, page))
+    request = Request("http://a.example/api/stories")
+    api = TextResponse(request.url, body=b"[]", headers={"Content-Type": "application/json"}, request=request)
+    assert run(middleware.process_response(request, api)) is api
+    entries = [
+        {"url": "http://a.example/api/1", "html": ARTICLE.decode()},  # an exact copy of the page
+        {"url": "http://a.example/api/2", "html": OTHER.decode()},
+    ]
+    first, second = spider_middleware.process_spider_output(api, entries)
+    with pytest.raises(NearDuplicateItem, match=r"near-duplicate of http://a\.example/library"):
+        run(pipeline.process_item(first))
+    assert run(pipeline.process_item(second)) is second
+    assert crawler.stats.get_value("neardup/checked") == 3
+    assert crawler.stats.get_value("neardup/skipped/not_html") == 1
 
 
 def test_a_page_seen_again_passes_as_a_revisit(tmp_path):
@@ -135,6 +190,16 @@ def test_the_pipeline_judges_items_by_themselves(tmp_path):
     assert crawler.stats.get_value("neardup/skipped/no_content") == 1
 
 
+def test_items_without_a_content_field_are_named_once(tmp_path, caplog):
+    pipeline = NearDupPipeline.from_crawler(make_crawler(tmp_path))
+    for n in range(3):
+        item = {"url": f"http://api.example/{n}", "title": "t", "summary": "a field of another name"}
+        assert run(pipeline.process_item(item)) is item
+    warnings = [r.getMessage() for r in caplog.records if "NEARDUP_ITEM_FIELD" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "tried html, body, text, content; it has url, title, summary" in warnings[0]
+
+
 def test_closing_the_crawl_ends_its_run_and_writes_the_report(tmp_path):
     report = tmp_path / "report.html"
     crawler = make_crawler(tmp_path, NEARDUP_REPORT=str(report))
@@ -160,3 +225,24 @@ def test_a_disabled_add_on_builds_no_component(tmp_path):
         with pytest.raises(NotConfigured):
             component.from_crawler(crawler)
     assert not (tmp_path / "i.sqlite").exists()
+
+
+def test_only_sure_duplicates_are_dropped(tmp_path):
+    from scrapy_neardup.index import Verdict
+
+    def verdict(method: str, similarity: float, weak: bool = False) -> Verdict:
+        return Verdict("http://b/", 2, True, duplicate_of=1, similarity=similarity, method=method, weak=weak)
+
+    session = CrawlSession.for_crawler(make_crawler(tmp_path))
+    assert session.settings.drop_above == 0.65
+    assert session.action_on(verdict("spotsigs", 0.8), item=True) == "dropped"
+    assert session.action_on(verdict("spotsigs", 0.8)) is None  # the page goes on, its links followed
+    assert session.action_on(verdict("spotsigs", 0.6), item=True) == "uncertain"
+    assert session.action_on(verdict("spotsigs", 0.9, weak=True), item=True) == "uncertain"
+    assert session.action_on(verdict("exact", 1.0, weak=True), item=True) == "dropped"
+    assert session.verdict_dict(verdict("spotsigs", 0.6))["sure"] is False
+    every = CrawlSession.for_crawler(make_crawler(tmp_path / "0", NEARDUP_DROP_ABOVE=0))
+    assert every.action_on(verdict("spotsigs", 0.4, weak=True), item=True) == "dropped"
+    ignoring = CrawlSession.for_crawler(make_crawler(tmp_path / "i", NEARDUP_ACTION="ignore"))
+    assert ignoring.action_on(verdict("spotsigs", 0.8)) == "ignored"
+    assert ignoring.action_on(verdict("spotsigs", 0.6)) == "uncertain"

@@ -23,19 +23,23 @@ from scrapy_neardup.fingerprint import Fingerprint, fingerprint
 from scrapy_neardup.workers import AUTO_WORKERS_AFTER, WorkerPool, main_script_guarded
 
 
-def test_drop_mode_keeps_duplicates_from_the_spider_items_and_feed(tmp_path, site):
+def test_drop_mode_drops_the_items_of_duplicates_and_follows_their_links(tmp_path, site):
     db, report = tmp_path / "drop.sqlite", tmp_path / "out" / "report.html"
     result = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_DB": str(db), "NEARDUP_REPORT": str(report)})
     stats_match_truth(result["stats"])
     assert result["stats"]["neardup/report"] == str(report) and "<svg" in report.read_text()
     page = report.read_text()
-    assert '<div class="l">share dropped</div>' in page
+    assert '<div class="l">share duplicate</div>' in page
     data = json.loads(re.search(r'<script type="application/json" id="nd-data">(.*?)</script>', page)[1])
     assert all(m[7] >= 0 for _, members in data["clusters"] for m in members)  # every text shown
-    assert result["stats"]["neardup/dropped"] == 5
+    # Each duplicate page reached the spider (its links followed), with its verdict; its item was dropped.
+    assert result["stats"]["neardup/dropped"] == 5 == result["stats"]["item_dropped_count"]
+    assert "neardup/ignored" not in result["stats"]
     parsed = {path_of(u) for u in result["parsed"]}
-    assert parsed.isdisjoint(expected("duplicate"))
-    assert expected("unique") | expected("skipped") <= parsed
+    assert expected("unique") | expected("skipped") | expected("duplicate") <= parsed
+    for url in result["parsed"]:
+        if path_of(url) in expected("duplicate"):
+            assert path_of(result["meta"][url]["duplicate_of"]) == TRUTH[path_of(url)]["of"]
     item_paths = {path_of(item["url"]) for item in result["items"]}
     assert item_paths.isdisjoint(expected("duplicate"))
     assert expected("unique") <= item_paths
@@ -49,7 +53,20 @@ def test_drop_mode_keeps_duplicates_from_the_spider_items_and_feed(tmp_path, sit
         assert recorded[path] == ("duplicate", TRUTH[path]["of"]), path
     for path in expected("unique"):
         assert recorded[path][0] == "unique", path
-    assert "Filtered near-duplicate" in result["stderr"]
+    assert "Dropped an item of near-duplicate" in result["stderr"]
+
+
+def test_ignore_mode_ignores_duplicate_responses_before_the_spider(tmp_path, site):
+    settings = {**ADDON, "NEARDUP_ACTION": "ignore", "NEARDUP_DB": str(tmp_path / "ignore.sqlite")}
+    result = crawl(tmp_path, [site + "/"], settings)
+    stats_match_truth(result["stats"])
+    assert result["stats"]["neardup/ignored"] == 5 and "neardup/dropped" not in result["stats"]
+    parsed = {path_of(u) for u in result["parsed"]}
+    assert parsed.isdisjoint(expected("duplicate"))
+    assert expected("unique") | expected("skipped") <= parsed
+    item_paths = {path_of(item["url"]) for item in result["items"]}
+    assert expected("unique") <= item_paths and item_paths.isdisjoint(expected("duplicate"))
+    assert "Ignored near-duplicate" in result["stderr"]
 
 
 def test_tag_mode_lets_everything_through_with_the_verdict(tmp_path, site):

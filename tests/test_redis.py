@@ -115,6 +115,8 @@ def test_two_crawlers_sharing_the_queue_store_one_page_a_group(tmp_path, site, r
         "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
         "SCHEDULER_QUEUE_KEY": f"{key}:requests", "SCHEDULER_DUPEFILTER_KEY": f"{key}:dupefilter",
         "CONCURRENT_REQUESTS": 1, "DOWNLOAD_DELAY": 0.4,
+        # The first crawler to close would otherwise clear the shared filter under the other.
+        "SCHEDULER_PERSIST": True,
     }  # fmt: skip
     results: dict[str, dict] = {}
 

@@ -83,3 +83,18 @@ def test_pages_of_unequal_length_need_the_higher_bar():
     assert compare(a, shorter, DedupConfig(methods=("spotsigs",), preset="loose")).duplicate
     # The higher bar only ever raises the threshold.
     assert DedupConfig(spotsigs_threshold=0.8).spotsigs_bar(100, 10) == 0.8
+
+
+def test_a_match_on_few_spots_or_of_unequal_lengths_is_weak():
+    shared = list(range(100, 130))
+    a = dataclasses.replace(BASE, exact=2, token_count=1000, spots=spots(*shared, 1, 2))
+    b = dataclasses.replace(BASE, exact=3, token_count=950, spots=spots(*shared, 3, 4))
+    config = DedupConfig(methods=("spotsigs",))
+    strong = compare(a, b, config)
+    assert strong.duplicate and not strong.weak and not strong.results["spotsigs"].weak
+    shorter = dataclasses.replace(b, token_count=700)  # under 0.75 of the other: the higher bar
+    uneven = compare(a, shorter, config)
+    assert uneven.duplicate and uneven.weak
+    few = compare(BASE, dataclasses.replace(BASE, exact=9, spots=spots(1, 2, 3, 5), simhash=0b1010), config)
+    assert few.duplicate and few.weak  # 4 spots: the SimHash witness let the Jaccard decide
+    assert not compare(a, b, DedupConfig(methods=("exact",))).weak  # no match, nothing weak

@@ -31,6 +31,9 @@ class Verdict:
     # Let through although it matches ``duplicate_of`` (or, for a revisit, its own record): that
     # page was admitted by a crawl that never closed, so its item may never have been stored.
     unconfirmed: bool = False
+    # The match stands on thin evidence (few spots, texts of unequal length): a crawl tags it
+    # instead of dropping it (NEARDUP_DROP_ABOVE).
+    weak: bool = False
 
     @property
     def judged(self) -> bool:
@@ -42,7 +45,7 @@ class Verdict:
             "url": self.url, "doc_id": self.doc_id, "duplicate": self.duplicate, "judged": self.judged,
             "skip_reason": self.skip_reason, "duplicate_of": self.duplicate_of_url,
             "duplicate_of_id": self.duplicate_of, "similarity": self.similarity, "method": self.method,
-            "revisit": self.revisit, "unconfirmed": self.unconfirmed,
+            "revisit": self.revisit, "unconfirmed": self.unconfirmed, "weak": self.weak,
         }  # fmt: skip
 
 

@@ -113,9 +113,9 @@ def summary_html(clusters: ClusterSet, t: Tally) -> str:
     """The figures that matter first, then duplicates by method against each method's threshold."""
     docs, dups = clusters.documents, clusters.duplicates
     share = f"{dups / docs:.1%}" if docs else "0%"
-    # The words follow what the crawl did with duplicates (a scanned index only found them).
-    share_label = {"drop": "share dropped", "tag": "share tagged"}.get(clusters.action or "")
-    share_label = share_label or "share duplicate"
+    # The words follow what the crawl did with duplicates (a scanned index only found them; a
+    # dropping crawl let the uncertain ones through tagged).
+    share_label = "share tagged" if clusters.action == "tag" else "share duplicate"
     in_clusters = sum(c.size for c in clusters.clusters)
     figures = [
         ("documents seen", f"{docs:,}"), ("duplicates", f"{dups:,}"), (share_label, share),

@@ -184,21 +184,23 @@ def spot_chains(
 def spot_signatures(
     tokens: Sequence[str] | Sequence[bytes],
     hashes: np.ndarray,
-    language: str,
+    language: str | tuple[str, ...],
     specs: tuple[tuple[int, int], ...] = ((1, 2),),
 ) -> SpotSet:
     """The spot multiset of a token list for every ``(d, c)`` spec at once.
 
     ``hashes`` are the tokens' hashes (``_hashing.token_hashes``); a spot's hash covers its
-    spec, its antecedent and its chain in order.
+    spec, its antecedent and its chain in order. Several ``language``s (a page in two scripts)
+    give the spots of each: their antecedent sets do not overlap, so no spot is counted twice.
     """
     parts = []
-    for d, c in specs:
-        ante, chains = spot_chains(tokens, language, d, c, hashes)
-        acc = mix64(hashes[ante] ^ np.uint64((d << 8) | c))
-        for col in range(c):
-            acc = combine(acc, hashes[chains[:, col]])
-        parts.append(acc)
+    for lang in (language,) if isinstance(language, str) else language:
+        for d, c in specs:
+            ante, chains = spot_chains(tokens, lang, d, c, hashes)
+            acc = mix64(hashes[ante] ^ np.uint64((d << 8) | c))
+            for col in range(c):
+                acc = combine(acc, hashes[chains[:, col]])
+            parts.append(acc)
     spots = np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
     unique, counts = np.unique(spots, return_counts=True)
     return SpotSet(unique.astype(np.uint64), counts.astype(np.uint32))
