@@ -67,6 +67,7 @@ class QuietHandler(SimpleHTTPRequestHandler):
 def crawl_once(start_url: str, settings: dict, out: Path) -> None:
     """In a fresh process: crawl every page under start_url, then write the stats as JSON."""
     import scrapy
+    from scrapy import signals
     from scrapy.crawler import CrawlerProcess
     from scrapy.http import HtmlResponse
 
@@ -78,6 +79,7 @@ def crawl_once(start_url: str, settings: dict, out: Path) -> None:
 
         def parse(self, response):
             if isinstance(response, HtmlResponse):
+                yield {"url": response.url, "title": response.css("title::text").get()}
                 for href in response.css("a::attr(href)").getall():
                     url = response.urljoin(href).split("#")[0]
                     if url.startswith(start_url.rsplit("/", 1)[0]) and url.endswith(".html"):
@@ -91,6 +93,12 @@ def crawl_once(start_url: str, settings: dict, out: Path) -> None:
         }
     )  # fmt: skip
     crawler = process.create_crawler(SiteSpider)
+    dropped: list[str] = []
+
+    def item_dropped(item: dict, **kwargs: object) -> None:
+        dropped.append(item["url"])
+
+    crawler.signals.connect(item_dropped, signals.item_dropped)
     process.crawl(crawler)
     process.start()
     stats = crawler.stats.get_stats()
@@ -102,6 +110,7 @@ def crawl_once(start_url: str, settings: dict, out: Path) -> None:
                 "pages": stats.get("downloader/response_count", 0),
                 "seconds": stats["elapsed_time_seconds"],
                 "neardup": {k: v for k, v in stats.items() if k.startswith("neardup/")},
+                "dropped": dropped,
             }
         )
     )
@@ -190,6 +199,24 @@ def clusters(db: Path) -> set[frozenset[str]]:
     return {frozenset(g) for g in groups.values()}
 
 
+def dropped_by_label(site: Path, db: Path, dropped: list[str]) -> dict[str, int]:
+    """The items a crawl dropped, by the label of the pair (page, the page it duplicates) in the
+    site's labels.jsonl: duplicate, ambiguous, or distinct (every pair not listed)."""
+    labels = {}
+    for line in (site / "labels.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        labels[frozenset((row["a"], row["b"]))] = row["label"]
+    with sqlite3.connect(db) as con:
+        of = dict(
+            con.execute("SELECT d.url, o.url FROM documents d JOIN documents o ON o.id = d.duplicate_of")
+        )
+    counts = {"duplicate": 0, "ambiguous": 0, "distinct": 0}
+    for url in dropped:
+        pair = frozenset(u.split("/", 3)[3] for u in (url, of.get(url, url)))
+        counts[labels.get(pair, "distinct") if len(pair) == 2 else "distinct"] += 1
+    return counts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--site", type=Path, default=SITE)
@@ -227,6 +254,7 @@ def main() -> None:
     crawl_cpu: dict[str, list[float]] = {name: [] for name in names}  # CPU ms a page: the crawl's process
     found: dict[str, set[frozenset[str]]] = {}
     counts: dict[str, dict] = {}
+    labelled: dict[str, dict[str, int]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for run in range(args.repeat):
             for name in names:  # interleaved, so a noisy minute hurts every configuration alike
@@ -251,6 +279,8 @@ def main() -> None:
                     counts[name] = {"pages": result["pages"], **result["neardup"]}
                     if config is not None:
                         found[name] = clusters(db)
+                        if (args.site / "labels.jsonl").exists():
+                            labelled[name] = dropped_by_label(args.site, db, result["dropped"])
         # The add-on's own steps, timed alone on the site's pages (the same hour as the crawls).
         steps: dict[str, dict[str, float]] = {}
         for name in names:
@@ -304,6 +334,11 @@ def main() -> None:
         if inline in speeds and pooled in speeds:
             ratio = statistics.median(speeds[pooled]) / statistics.median(speeds[inline])
             print(f"{pooled} / {inline} = {ratio:.2f}x")
+    for name, by_label in labelled.items():
+        print(
+            f"{name}: items dropped by the label of (page, its original): {by_label['duplicate']} duplicate,"
+            f" {by_label['ambiguous']} ambiguous, {by_label['distinct']} distinct"
+        )
     per_extractor: dict[str, list[set[frozenset[str]]]] = {}
     for name, value in found.items():
         extractor = (CONFIGS[name.removesuffix(" @base")] or {}).get("NEARDUP_EXTRACTOR", "default")

@@ -662,7 +662,8 @@ def sweep(bench: Bench, names: Sequence[str], base: DedupConfig) -> list[dict[st
 
 def sure_bar_table(bench: Bench, names: Sequence[str], default: DedupConfig) -> dict[str, Any]:
     """P/R/F1 of the pairs a drop-mode crawl drops, by sure bar (NEARDUP_DROP_ABOVE): matches under
-    the bar pass tagged. aeb is scored on its light edits, as in the summary."""
+    the bar pass tagged. The generated sets (aeb, zh) are scored on their light edits (copies, as
+    people call them), as aeb in the summary."""
     from scrapy_neardup.crawl_settings import CrawlSettings
 
     chosen = CrawlSettings().drop_above
@@ -674,9 +675,7 @@ def sure_bar_table(bench: Bench, names: Sequence[str], default: DedupConfig) -> 
     for bar in bars:
         cells, row = [], {}
         for name in names:
-            labels = bench.label(name)
-            if name.split("@")[0] == "aeb":
-                labels = light_labels(bench.sets[name], labels)
+            labels = light_labels(bench.sets[name], bench.label(name))
             s = score(decide_drop(bench.view(name, default), default, bar), labels)
             cells.append(f"{s.short():>20}")
             row[name] = s.as_dict()

@@ -240,7 +240,7 @@ def run_compare(args: argparse.Namespace) -> int:
         print(json.dumps(comparison_json(paths, fps, result, config), indent=2))
     else:
         print(comparison_table(paths, fps, result, config))
-    return 0
+    return 0 if result is not None and result.duplicate else 1  # as diff: 0 when alike
 
 
 def run_report(args: argparse.Namespace) -> int:

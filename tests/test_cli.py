@@ -27,8 +27,10 @@ def pages(tmp_path: Path, aeb_dir: Path) -> dict[str, Path]:
 
 
 def run_json(capsys, *args: str) -> dict:
-    assert main(["compare", *args, "--json"]) == 0
-    return json.loads(capsys.readouterr().out)
+    code = main(["compare", *args, "--json"])
+    result = json.loads(capsys.readouterr().out)
+    assert code == (0 if result["duplicate"] else 1)  # as diff: 0 when alike
+    return result
 
 
 def test_compare_json_for_a_copy(pages, capsys):
@@ -67,7 +69,7 @@ def test_thresholds_from_flags_change_the_verdict(pages, tmp_path, capsys):
 
 
 def test_short_page_is_reported_as_not_judged(pages, capsys):
-    assert main(["compare", str(pages["a"]), str(pages["short"])]) == 0
+    assert main(["compare", str(pages["a"]), str(pages["short"])]) == 1
     out = capsys.readouterr().out
     assert "B is not judged: too_short" in out and "--min-tokens" in out
     assert run_json(capsys, str(pages["a"]), str(pages["short"]))["duplicate"] is None
@@ -98,5 +100,5 @@ def test_user_errors_are_one_clear_line(pages, tmp_path, capsys, args, message):
 def test_console_script_is_installed(pages):
     exe = Path(shutil.which("scrapy-neardup") or Path(__import__("sys").executable).parent / "scrapy-neardup")
     out = subprocess.run([str(exe), "compare", str(pages["a"]), str(pages["other"]), "--json"],
-                         capture_output=True, text=True, check=True)  # fmt: skip
-    assert json.loads(out.stdout)["duplicate"] is False
+                         capture_output=True, text=True, check=False)  # fmt: skip
+    assert json.loads(out.stdout)["duplicate"] is False and out.returncode == 1
