@@ -11,6 +11,7 @@ import argparse
 import functools
 import itertools
 import multiprocessing
+import os
 import sqlite3
 import sys
 
@@ -19,6 +20,7 @@ from .detector import Detector
 from .exceptions import IndexFileError, InputError
 from .fingerprint import Fingerprint, fingerprint
 from .index import SQLiteIndex, Verdict
+from .parent_watch import end_with_parent
 from .report.clusters import load_clusters
 from .scope import scope_key
 from .signatures.exact import raw_hash
@@ -71,7 +73,9 @@ def run_scan(args: argparse.Namespace) -> int:
     counts = {"scanned": 0, "duplicates": 0, "skipped": 0, "already": 0}
     skips = Skips()
     progress = sys.stderr.isatty()
-    pool = multiprocessing.get_context("spawn").Pool(args.workers) if args.workers > 0 else None
+    pool = None
+    if args.workers > 0:  # its workers end with this process, even killed (``end_with_parent``)
+        pool = multiprocessing.get_context("spawn").Pool(args.workers, end_with_parent, (os.getpid(),))
     sign = functools.partial(fingerprint_page, config)  # picklable: config is a frozen dataclass
     try:
         index = SQLiteIndex(args.db, config) if args.db else open_named_index(args, config)
