@@ -220,7 +220,12 @@ def _choice(settings: BaseSettings, name: str, choices: tuple[str, ...], default
 
 
 def remove_index(path: Path) -> None:
-    """Delete an index file with its WAL and shared-memory files (NEARDUP_RESET)."""
+    """Delete an index file with its WAL and shared-memory files (NEARDUP_RESET); any other file
+    at ``path`` is refused (``IndexFileError``), as the Redis reset refuses keys not its own."""
+    from .index.sqlite_open import holds_index
+
+    if not holds_index(path):
+        return  # no file, or an empty one, which becomes the index
     for name in (path.name, path.name + "-wal", path.name + "-shm", path.name + "-journal"):
         (path.parent / name).unlink(missing_ok=True)
 
