@@ -81,7 +81,9 @@ def run_scan(args: argparse.Namespace) -> int:
         index = SQLiteIndex(args.db, config) if args.db else open_named_index(args, config)
         with Detector(config, index) as detector:
             pages = (
-                page for path in args.paths for page in read_pages(path, args.field, skips, config.max_body)
+                page
+                for path in args.paths
+                for page in read_pages(path, args.field, skips, config.max_body, args.follow_links)
             )
             while chunk := list(itertools.islice(pages, args.batch)):
                 fresh = _unrecorded(chunk, detector)

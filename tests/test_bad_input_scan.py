@@ -9,6 +9,7 @@ import json
 import os
 import re
 import sqlite3
+import stat
 from pathlib import Path
 
 import pytest
@@ -462,3 +463,63 @@ def test_junk_between_two_whole_records_costs_no_record(tmp_path, caplog, capsys
     assert urls == [f"http://w.example/{n}" for n in range(3)]
     assert "(1 damaged)" in capsys.readouterr().out
     assert f"{warc} at offset {len(records[0])}: a damaged record (no WARC/1.x record header)" in caplog.text
+
+
+def test_special_files_in_a_folder_are_named_and_skipped(tmp_path, caplog, capsys):
+    import socket
+
+    folder = tmp_path / "pages"
+    folder.mkdir()
+    (folder / "a.html").write_text(page(1))
+    os.mkfifo(folder / "fifo.html")  # read, it would block the scan for good
+    os.mkfifo(folder / "pipe")
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(folder / "socket.html"))
+    named = ["fifo.html: a FIFO", "pipe: a FIFO", "socket.html: a socket"]
+    try:
+        os.mknod(folder / "device.html", 0o600 | stat.S_IFCHR, os.makedev(1, 3))  # /dev/null's numbers
+        named.append("device.html: a character device")
+    except PermissionError:  # not root: no device node
+        pass
+    try:
+        urls, _ = scan(tmp_path, folder)
+    finally:
+        listener.close()
+    assert urls == ["a.html"]
+    for name in named:
+        assert [line for line in skipped_lines(caplog) if f"{folder}/{name}" in line], name
+    assert f"({len(named)} special)" in capsys.readouterr().out
+
+
+def test_symlinks_out_of_a_scanned_folder_are_named_unless_followed(tmp_path, caplog, capsys):
+    outside = tmp_path / "outside"
+    (outside / "sub").mkdir(parents=True)
+    (outside / "secret.txt").write_text("root:x:0:0:root:/root:/bin/bash " * 20)
+    (outside / "sub" / "far.html").write_text(page(7))
+    folder = tmp_path / "pages"
+    (folder / "inner").mkdir(parents=True)
+    (folder / "a.html").write_text(page(1))
+    (folder / "inner" / "b.html").write_text(page(2))
+    (folder / "passwd.txt").symlink_to(outside / "secret.txt")
+    (folder / "away").symlink_to(outside / "sub")
+    (folder / "here.html").symlink_to(folder / "a.html")  # inside: read (once, as a.html's source)
+    (folder / "again").symlink_to(folder / "inner")  # inside: its folder is read once
+    (folder / "inner" / "up").symlink_to(folder)  # a loop back up
+    urls, _ = scan(tmp_path, folder)
+    assert sorted(urls) == ["a.html", "again/b.html"]
+    lines = skipped_lines(caplog)
+    assert len(lines) == 2 and "root:x" not in caplog.text
+    assert [
+        line for line in lines if f"{folder}/passwd.txt: a symbolic link out of the scanned folder" in line
+    ]
+    assert [
+        line
+        for line in lines
+        if f"{folder}/away: a symbolic link out of" in line and "--follow-links" in line
+    ]
+    assert "(2 symlink)" in capsys.readouterr().out
+    db = tmp_path / "followed.db"
+    assert main(["scan", str(folder), "--db", str(db), "--workers", "0", "--follow-links"]) == 0
+    with sqlite3.connect(db) as con:
+        followed = sorted(r[0] for r in con.execute("SELECT url FROM documents"))
+    assert followed == ["a.html", "again/b.html", "away/far.html", "passwd.txt"]
