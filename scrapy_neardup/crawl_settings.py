@@ -174,12 +174,15 @@ def _text(settings: BaseSettings, name: str, default: str) -> str:
 
 
 def _field(settings: BaseSettings, name: str, default: str | None) -> str | None:
-    """An item field name: one string (a list would fail on every item, losing them all)."""
+    """An item field name: one string (a list would fail on every item, losing them all); an
+    empty one is refused (``-s NAME=`` from an unset variable), not read as the default."""
     value = settings.get(name)
-    if value is None or value == "":
+    if value is None:
         return default
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError(name, f"expected one field name (a string), got {value!r}")
+        raise ConfigError(
+            name, f"expected one field name (a string), got {value!r}; leave it unset for the default"
+        )
     return value.strip()
 
 

@@ -65,6 +65,10 @@ def run_scan(args: argparse.Namespace) -> int:
         raise InputError(f"--batch: must be between 1 and 1,000,000, got {args.batch}")
     if not 0 <= args.workers <= MAX_WORKERS:
         raise InputError(f"--workers: must be between 0 and {MAX_WORKERS}, got {args.workers}")
+    if args.field is not None and not args.field.strip():
+        raise InputError(
+            "--field: got an empty field name; name one, or leave it out for html, body, text, content"
+        )
     if any(not str(path).strip() for path in args.paths):
         raise InputError("an empty path was given (an unset variable?); name a file or folder")
     config = config_of(args)

@@ -262,6 +262,13 @@ def test_an_empty_path_is_refused(tmp_path, capsys):
     assert "empty path" in capsys.readouterr().err
 
 
+def test_an_empty_field_name_is_refused(tmp_path, capsys):
+    (tmp_path / "feed.jl").write_text(item(1) + "\n")
+    assert main(["scan", str(tmp_path / "feed.jl"), "--db", str(tmp_path / "i.db"), "--field", ""]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--field" in err and not (tmp_path / "i.db").exists()
+
+
 def test_a_feed_with_a_byte_order_mark_keeps_its_first_item(tmp_path):
     feed = tmp_path / "bom.jl"
     feed.write_bytes(b"\xef\xbb\xbf" + ("\n".join([item(1), item(2)]) + "\n").encode())
