@@ -89,6 +89,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="fingerprinting processes (default: all cores; 0: none)",
     )
     scan.add_argument("--batch", type=int, default=256, help="pages per committed transaction (default: 256)")
+    scan.add_argument(
+        "--follow-links",
+        action="store_true",
+        help="in folders, also read symbolic links that lead out of the folder (default: skip and name them)",
+    )
     _add_config_flags(scan)
     scan.set_defaults(run=run_scan)
 

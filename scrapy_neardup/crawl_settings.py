@@ -178,12 +178,15 @@ def _text(settings: BaseSettings, name: str, default: str) -> str:
 
 
 def _field(settings: BaseSettings, name: str, default: str | None) -> str | None:
-    """An item field name: one string (a list would fail on every item, losing them all)."""
+    """An item field name: one string (a list would fail on every item, losing them all); an
+    empty one is refused (``-s NAME=`` from an unset variable), not read as the default."""
     value = settings.get(name)
-    if value is None or value == "":
+    if value is None:
         return default
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError(name, f"expected one field name (a string), got {value!r}")
+        raise ConfigError(
+            name, f"expected one field name (a string), got {value!r}; leave it unset for the default"
+        )
     return value.strip()
 
 
@@ -224,7 +227,12 @@ def _choice(settings: BaseSettings, name: str, choices: tuple[str, ...], default
 
 
 def remove_index(path: Path) -> None:
-    """Delete an index file with its WAL and shared-memory files (NEARDUP_RESET)."""
+    """Delete an index file with its WAL and shared-memory files (NEARDUP_RESET); any other file
+    at ``path`` is refused (``IndexFileError``), as the Redis reset refuses keys not its own."""
+    from .index.sqlite_open import holds_index
+
+    if not holds_index(path):
+        return  # no file, or an empty one, which becomes the index
     for name in (path.name, path.name + "-wal", path.name + "-shm", path.name + "-journal"):
         (path.parent / name).unlink(missing_ok=True)
 

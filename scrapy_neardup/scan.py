@@ -11,6 +11,7 @@ import argparse
 import functools
 import itertools
 import multiprocessing
+import os
 import sqlite3
 import sys
 
@@ -19,6 +20,7 @@ from .detector import Detector
 from .exceptions import IndexFileError, InputError
 from .fingerprint import Fingerprint, fingerprint
 from .index import SQLiteIndex, Verdict
+from .parent_watch import end_with_parent
 from .report.clusters import load_clusters
 from .scope import scope_key
 from .signatures.exact import raw_hash
@@ -63,6 +65,10 @@ def run_scan(args: argparse.Namespace) -> int:
         raise InputError(f"--batch: must be between 1 and 1,000,000, got {args.batch}")
     if not 0 <= args.workers <= MAX_WORKERS:
         raise InputError(f"--workers: must be between 0 and {MAX_WORKERS}, got {args.workers}")
+    if args.field is not None and not args.field.strip():
+        raise InputError(
+            "--field: got an empty field name; name one, or leave it out for html, body, text, content"
+        )
     if any(not str(path).strip() for path in args.paths):
         raise InputError("an empty path was given (an unset variable?); name a file or folder")
     config = config_of(args)
@@ -71,13 +77,17 @@ def run_scan(args: argparse.Namespace) -> int:
     counts = {"scanned": 0, "duplicates": 0, "skipped": 0, "already": 0}
     skips = Skips()
     progress = sys.stderr.isatty()
-    pool = multiprocessing.get_context("spawn").Pool(args.workers) if args.workers > 0 else None
+    pool = None
+    if args.workers > 0:  # its workers end with this process, even killed (``end_with_parent``)
+        pool = multiprocessing.get_context("spawn").Pool(args.workers, end_with_parent, (os.getpid(),))
     sign = functools.partial(fingerprint_page, config)  # picklable: config is a frozen dataclass
     try:
         index = SQLiteIndex(args.db, config) if args.db else open_named_index(args, config)
         with Detector(config, index) as detector:
             pages = (
-                page for path in args.paths for page in read_pages(path, args.field, skips, config.max_body)
+                page
+                for path in args.paths
+                for page in read_pages(path, args.field, skips, config.max_body, args.follow_links)
             )
             while chunk := list(itertools.islice(pages, args.batch)):
                 fresh = _unrecorded(chunk, detector)

@@ -355,12 +355,9 @@ def open_index(settings: CrawlSettings, config: DedupConfig) -> Index:
     if settings.backend == "redis":
         from .index.redis import RedisIndex
 
-        index = RedisIndex(settings.redis_url, config, settings.redis_key)
-        if settings.reset:
-            index.remove()
-            index.close()
-            index = RedisIndex(settings.redis_url, config, settings.redis_key)
-        return index
-    if settings.reset:
+        if settings.reset:  # the index alone: keys not its own are refused below, as without a reset
+            RedisIndex.reset(settings.redis_url, settings.redis_key)
+        return RedisIndex(settings.redis_url, config, settings.redis_key)
+    if settings.reset:  # an index alone: any other file is refused
         remove_index(settings.db)
     return SQLiteIndex(settings.db, config)

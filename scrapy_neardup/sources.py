@@ -103,11 +103,16 @@ def check_input(path: str | Path) -> None:
 
 
 def read_pages(
-    path: str | Path, field: str | None = None, skips: Skips | None = None, max_body: int = MAX_BODY
+    path: str | Path,
+    field: str | None = None,
+    skips: Skips | None = None,
+    max_body: int = MAX_BODY,
+    follow_links: bool = False,
 ) -> Iterator[Page]:
     """Every page under ``path``: a file of a known kind or a folder of them (recursively).
 
     What cannot be read is logged and counted in ``skips`` (by reason), and reading goes on.
+    In a folder, symbolic links that lead out of it are followed only with ``follow_links``.
     """
     path = Path(path)
     skips = skips if skips is not None else Skips()
@@ -115,24 +120,73 @@ def read_pages(
     if not path.is_dir():
         yield from _read_file(path, path.name, field, skips, max_body)
         return
+    for file in _folder_pages(path, follow_links, skips):
+        yield from _read_file(file, file.relative_to(path).as_posix(), field, skips, max_body)
 
-    def unreadable(exc: OSError) -> None:
-        skips(
-            "unreadable",
-            path_name(Path(exc.filename or path)),
-            f"cannot read the folder ({exc.strerror or exc})",
-        )
 
-    for folder, dirs, names in os.walk(path, onerror=unreadable):
-        dirs.sort()
-        for name in sorted(names):
-            file = Path(folder) / name
-            if _kind(file) not in ("html", "text"):
+_SPECIAL = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+            (stat.S_ISBLK, "a block device"))  # fmt: skip
+
+
+def _folder_pages(root: Path, follow_links: bool, skips: Skips) -> Iterator[Path]:
+    """The page files under ``root``, each folder's files by name and then its folders; every other
+    entry that could hold pages is named with why it is skipped (a special file, a link out of
+    ``root``, a broken link, a folder that cannot be read). Each folder is read once, however
+    many links lead to it."""
+    top = root.resolve()
+    seen: set[tuple[int, int]] = set()
+    folders = [root]  # depth first, without recursion: a folder may nest thousands deep
+    while folders:
+        folder = folders.pop()
+        try:
+            real = folder.stat()
+            if (real.st_dev, real.st_ino) in seen:
                 continue
-            if file.is_file():
-                yield from _read_file(file, file.relative_to(path).as_posix(), field, skips, max_body)
-            elif file.is_symlink():
-                skips("unreadable", path_name(file), "a broken symbolic link")
+            seen.add((real.st_dev, real.st_ino))
+            with os.scandir(folder) as listing:
+                entries = sorted(listing, key=lambda entry: entry.name)
+        except OSError as exc:
+            skips("unreadable", path_name(folder), f"cannot read the folder ({exc.strerror or exc})")
+            continue
+        inner = []
+        for entry in entries:
+            kind = _entry_kind(Path(entry.path), top, follow_links)
+            if kind == "folder":
+                inner.append(Path(entry.path))
+            elif kind == "file":
+                yield Path(entry.path)
+            elif kind is not None:
+                skips(kind[0], path_name(Path(entry.path)), kind[1])
+        folders.extend(reversed(inner))
+
+
+def _entry_kind(entry: Path, top: Path, follow_links: bool) -> str | tuple[str, str] | None:
+    """``file`` (a page file), ``folder``, None (no page: not read, not named), or (reason, why)
+    for an entry a folder scan skips."""
+    page = _kind(entry) in ("html", "text")
+    try:
+        mode = entry.lstat().st_mode
+        if stat.S_ISLNK(mode):
+            target = entry.resolve()
+            if not target.exists():
+                return ("unreadable", "a broken symbolic link") if page else None
+            mode = target.stat().st_mode
+            if not follow_links and target != top and top not in target.parents:
+                if not (page or stat.S_ISDIR(mode)):
+                    return None
+                where = path_name(target)
+                return (
+                    "symlink",
+                    f"a symbolic link out of the scanned folder, to {where} (--follow-links reads it)",
+                )
+    except (OSError, RuntimeError) as exc:  # no permission, a loop of links
+        return "unreadable", f"cannot read it ({getattr(exc, 'strerror', None) or exc})"
+    if stat.S_ISDIR(mode):
+        return "folder"
+    if stat.S_ISREG(mode):
+        return "file" if page else None
+    what = next((name for test, name in _SPECIAL if test(mode)), "a special file")
+    return "special", f"{what}, not a regular file"
 
 
 def _read_bytes(path: Path, max_body: int) -> bytes:

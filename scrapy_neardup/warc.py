@@ -1,11 +1,13 @@
-"""WARC files read record by record: .warc.gz member by member, plain WARCs resynchronised on the
-next record header, every damaged or odd record skipped, counted and named (``sources.Skips``)."""
+"""WARC files read record by record: .warc.gz member by member, each record found by its checked
+length (``warc_frames``), every damaged or odd record skipped, counted and named (``sources.Skips``)."""
 
 from __future__ import annotations
 
-import dataclasses
+import contextlib
+import gzip
 import io
 import logging
+import os
 import re
 import zlib
 from collections.abc import Iterator
@@ -14,6 +16,7 @@ from pathlib import Path
 from .exceptions import one_line
 from .sources import Page, Skips, path_name
 from .text import looks_like_html, storable
+from .warc_frames import Damage, Frame, frames
 
 logger = logging.getLogger(__name__)
 
@@ -21,39 +24,70 @@ logger = logging.getLogger(__name__)
 def read_warc(path: Path, skips: Skips, max_body: int) -> Iterator[Page]:
     """HTML response records of a WARC file (.warc, or .warc.gz: a gzip member a record).
 
-    A damaged record is skipped and reading resumes at the next one (a .warc.gz member by
-    member, so damage never reaches past its member); a last record cut short is *incomplete*
-    (a WARC still being written): not read, so a later scan of the grown file reads it whole.
+    Records are found by their lengths, each checked (``warc_frames``): a damaged record is
+    skipped and reading resumes at the next record header (in a .warc.gz, the next member); a
+    last record cut short is *incomplete* (a WARC still being written): not read, so a later
+    scan of the grown file reads it whole.
     """
+    logging.getLogger("warcio").setLevel(logging.ERROR)  # its warnings quote the page's bytes
     with path.open("rb") as stream:
+        size = os.fstat(stream.fileno()).st_size
+        limit = max_body + 65536  # a record's block: the page and its HTTP headers
         if stream.read(2) == b"\x1f\x8b":
             yield from _read_warc_members(path, stream, skips, max_body)
         else:
-            yield from _read_warc_stream(path, stream, 0, skips, max_body)
+            records = frames(stream, 0, size, limit, growing=True)
+            yield from _pages(path, records, skips, _plain_name)
+
+
+# A gzip member larger than this, decompressed, is one gzip stream for a whole file: it is read
+# as it is decompressed rather than held whole.
+ONE_STREAM_BYTES = 64 << 20
 
 
 def _read_warc_members(path: Path, stream, skips: Skips, max_body: int) -> Iterator[Page]:
-    from warcio.archiveiterator import ArchiveIterator
-
-    limit = max(max_body * 2, 64 << 20)  # a member this large is one gzip stream for the whole file
+    limit = max(max_body * 2, ONE_STREAM_BYTES)
     for offset, data, problem in _gzip_members(stream, limit):
         where = f"{path_name(path)} at offset {offset}"
-        if problem == "too large":
-            yield from _read_warc_stream(path, stream, offset, skips, max_body)
+
+        def name(record: Frame | Damage, member: int = offset) -> tuple[str, str]:
+            inner = f"+{record.at}" if record.at else ""  # a record after the member's first
+            return f"{member}{inner}", f"{member}{inner}"
+
+        if problem == "too large":  # decompressed as it is read: a member a record is the norm
+            stream.seek(offset)
+            with gzip.GzipFile(fileobj=stream) as whole:
+                records = frames(whole, 0, None, max_body + 65536, growing=True)
+                yield from _pages(path, records, skips, name)
             return
         if data is None:
             skips("incomplete" if problem == "cut short" else "damaged", where, f"a {problem} gzip member")
             continue
+        records = frames(io.BytesIO(data), 0, len(data), max_body + 65536, growing=False)
+        yield from _pages(path, records, skips, name)
+
+
+def _plain_name(record: Frame | Damage) -> tuple[str, str]:
+    """A plain WARC record's position, and its source's suffix: its offset."""
+    return str(record.at), str(record.at)
+
+
+def _pages(path: Path, records, skips: Skips, name) -> Iterator[Page]:
+    """The pages of framed records; ``name(record)``: its position and its source's suffix."""
+    for record in records:
+        at, suffix = name(record)
+        where = f"{path_name(path)} at offset {at}"
+        if isinstance(record, Damage):
+            skips(record.reason, where, record.why)
+            continue
         try:
-            records = ArchiveIterator(io.BytesIO(data))
-            for record in records:
-                page = _warc_page(path, record, offset, skips, max_body)
-                inner = records.get_record_offset()  # records after the first of one member
-                if page is not None:
-                    yield dataclasses.replace(page, source=f"{page.source}+{inner}") if inner else page
+            page = _frame_page(record, where, skips)
         except Exception as exc:  # warcio's errors on damaged bytes are of many kinds
             reason, why = _warc_problem(exc)
             skips(reason, where, why)
+            continue
+        if page is not None:
+            yield Page(page[0], page[1], f"{path_name(path.resolve())}@{suffix}", content_type=page[2])
 
 
 def _gzip_members(stream, limit: int) -> Iterator[tuple[int, bytes | None, str]]:
@@ -102,50 +136,6 @@ class BadRecord(Exception):
     """A WARC record that is well-formed enough to skip but not to read (counted ``bad_record``)."""
 
 
-def _read_warc_stream(path: Path, stream, start: int, skips: Skips, max_body: int) -> Iterator[Page]:
-    """Records of an uncompressed WARC (or one gzip stream) from ``start``, resynchronised on the
-    next ``WARC/1.`` header after a record that cannot be read (each counted once, at its start)."""
-    from warcio.archiveiterator import ArchiveIterator
-
-    stream.seek(0, io.SEEK_END)
-    size = stream.tell()
-    while start < size:
-        stream.seek(start)
-        records = ArchiveIterator(stream)
-        at = start  # where the record being read starts
-        try:
-            for record in records:
-                page = _warc_page(path, record, at, skips, max_body)
-                at = start + records.get_record_offset() + (records.get_record_length() or 0)
-                if page is not None:
-                    yield page
-        except Exception as exc:  # warcio's errors on damaged bytes are of many kinds
-            reason, why = _warc_problem(exc)
-            header = _next_record(stream, at, size, b"WARC/1.")
-            stream.seek(at)
-            gap = stream.read(header - at) if header is not None else b""
-            if header is not None and gap.strip() and len(gap) <= 8:
-                logger.debug("%s: stray bytes %r at offset %d, before a record", path_name(path), gap, at)
-                start = header  # a damaged separator: the record after it may be whole
-                continue
-            if header is not None and not gap.strip():
-                at = header  # the failing record's own header, after the blank lines before it
-            skips(reason, f"{path_name(path)} at offset {at}", why)
-            found = _next_record(stream, at + 1, size, b"WARC/1.")
-            if found is None:
-                return
-            start = found
-            continue
-        stream.seek(at)
-        if stream.read(64).strip():
-            skips(
-                "damaged",
-                f"{path_name(path)} at offset {at} of {size}",
-                "the rest cannot be read (cut short?)",
-            )
-        return
-
-
 def _warc_problem(exc: Exception) -> tuple[str, str]:
     """(reason, message) for an exception met reading a WARC record."""
     if isinstance(exc, BadRecord):
@@ -155,26 +145,26 @@ def _warc_problem(exc: Exception) -> tuple[str, str]:
     return "damaged", f"a damaged record ({_short(exc)})"
 
 
-def _warc_page(path: Path, record, at: int, skips: Skips, max_body: int) -> Page | None:
-    """The page of a response record starting at offset ``at`` (None for what is not a page).
+def _frame_page(frame: Frame, where: str, skips: Skips) -> tuple[str, bytes, str | None] | None:
+    """(url, body, content type) of a response record (None for what is not a page).
 
     An HTML page is one whose HTTP Content-Type says so, or, without one (no HTTP headers,
     a target URI warcio does not parse them for), whose body looks like HTML.
     """
-    length = record.rec_headers.get_header("Content-Length") or ""
-    if not length.strip().isdigit():  # in a plain WARC it would swallow the records after it
-        raise BadRecord(f"a record without a valid Content-Length ({one_line(length, 40)!r})")
-    if record.rec_type not in WARC_TYPES:
-        raise BadRecord(f"a record of unknown WARC-Type {one_line(str(record.rec_type), 40)!r}")
-    if record.rec_type != "response":
+    kind = frame.headers.get("warc-type", "")
+    if kind not in WARC_TYPES:
+        raise BadRecord(f"a record of unknown WARC-Type {one_line(kind, 40)!r}")
+    if kind != "response":
         return None
-    where = f"{path_name(path)} at offset {at}"
-    url = record.rec_headers.get_header("WARC-Target-URI")
-    if not url:
+    if not frame.headers.get("warc-target-uri"):
         raise BadRecord("a response record without WARC-Target-URI")
-    if (record.length or 0) > max_body + 65536:
-        skips("too_large", where, f"a record of {record.length} bytes")
+    if frame.data is None:
+        skips("too_large", where, f"a record of {frame.headers['content-length']} bytes")
         return None
+    from warcio.archiveiterator import ArchiveIterator
+
+    record = next(iter(ArchiveIterator(io.BytesIO(frame.data + b"\r\n\r\n"))))
+    url = record.rec_headers.get_header("WARC-Target-URI")
     headers = record.http_headers
     if headers is not None and not (headers.protocol or "").upper().startswith("HTTP/"):
         raise BadRecord("a response record whose block is not an HTTP response")
@@ -188,10 +178,12 @@ def _warc_page(path: Path, record, at: int, skips: Skips, max_body: int) -> Page
             skips("damaged", where, "a brotli body that cannot be decoded")
             return None
     else:
-        body = record.content_stream().read()
-    if getattr(record.raw_stream, "limit", 0):
-        skips("incomplete", where, "the record is cut short (the file may still be being written)")
-        return None
+        said = io.StringIO()
+        with contextlib.redirect_stderr(said):  # warcio writes a body it cannot decode there
+            body = record.content_stream().read()
+        if said.getvalue().strip():
+            skips("damaged", where, f"a {encoding or 'encoded'} body that cannot be decoded ({_said(said)})")
+            return None
     if headers is None and body[:5] == b"HTTP/":  # headers warcio left in the body
         head, _, body = body.partition(b"\r\n\r\n")
         found = re.search(rb"(?im)^content-type:\s*([^\r\n]*)", head)
@@ -200,7 +192,11 @@ def _warc_page(path: Path, record, at: int, skips: Skips, max_body: int) -> Page
             return None
     if content_type is None and not looks_like_html(body):
         return None
-    return Page(storable(url), body, f"{path_name(path.resolve())}@{at}", content_type=content_type or None)
+    return storable(url), body, content_type or None
+
+
+def _said(stream: io.StringIO) -> str:
+    return one_line(stream.getvalue(), 120)
 
 
 def _brotli(data: bytes) -> bytes | None:

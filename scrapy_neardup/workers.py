@@ -23,6 +23,7 @@ from pathlib import Path
 
 from .config import DedupConfig
 from .fingerprint import Fingerprint, fingerprint
+from .parent_watch import end_with_parent
 from .signatures.exact import raw_hash
 
 logger = logging.getLogger("scrapy_neardup")
@@ -209,7 +210,9 @@ class WorkerPool:
                 log("NEARDUP_WORKERS needs the asyncio reactor; fingerprinting inline instead")
                 self.size = 0
                 return None
-            self._pool = ProcessPoolExecutor(self.size, mp_context=get_context("spawn"))
+            # Its workers end with the crawl, even a killed one (``end_with_parent``).
+            spawn, parent = get_context("spawn"), (os.getpid(),)
+            self._pool = ProcessPoolExecutor(self.size, spawn, initializer=end_with_parent, initargs=parent)
             self._slots = asyncio.Semaphore(self.size)
             self._warming = [self._waiter(self._pool.submit(warm_up, self.config)) for _ in range(self.size)]
         return self._pool

@@ -3,6 +3,7 @@ the setting; a full disk, a locked index and pathological pages never stop the c
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 import sys
@@ -18,6 +19,9 @@ from crawling import ADDON, crawl, expected, long_page, path_of, serve
         ("NEARDUP_URL_FIELD", ["url"]),
         ("NEARDUP_TAG_FIELD", ["x"]),
         ("NEARDUP_ITEM_FIELD", ["html"]),
+        ("NEARDUP_ITEM_FIELD", ""),
+        ("NEARDUP_TAG_FIELD", ""),
+        ("NEARDUP_URL_FIELD", "  "),
         ("NEARDUP_DB", 5),
         ("NEARDUP_REPORT", "{tmp}/a-file/report.html"),
         ("NEARDUP_IMATCH_LEXICONS", 1_000_000),
@@ -143,3 +147,65 @@ def test_every_setting_rejects_a_wrong_value_naming_itself(tmp_path, setting, va
         CrawlSettings.from_settings(settings, "spider")
     except ConfigError as exc:
         assert setting in str(exc)
+
+
+def _foreign(path: Path, kind: str) -> None:
+    """Another program's file where NEARDUP_DB points."""
+    if kind == "database":
+        with sqlite3.connect(path) as con:
+            con.execute("CREATE TABLE notes (text TEXT)")
+            con.execute("INSERT INTO notes VALUES ('a note that must survive a crawl')")
+        con.close()
+    elif kind == "meta-table":  # a table named like the index's own, in another program's file
+        with sqlite3.connect(path) as con:
+            con.execute("CREATE TABLE meta (key TEXT, value TEXT)")
+            con.execute("CREATE TABLE documents (x)")
+        con.close()
+    elif kind == "text":
+        path.write_text("a user's notes, not an index\n" * 100)
+    else:
+        path.mkdir()
+        (path / "kept.txt").write_text("kept")
+
+
+@pytest.mark.parametrize("kind", ["database", "meta-table", "text", "folder"])
+def test_a_reset_refuses_a_file_that_is_no_index_in_one_line(tmp_path, site, kind):
+    db = tmp_path / "their.db"
+    _foreign(db, kind)
+    (tmp_path / "their.db-wal").write_text("another program's file too")
+    before = {p.name: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    settings = {**ADDON, "NEARDUP_DB": str(db), "NEARDUP_RESET": True}
+    result = crawl(tmp_path, [site + "/"], settings, check=False)
+    first = [line for line in result["stderr"].splitlines() if "scrapy-neardup cannot start" in line]
+    assert first and str(db) in first[0] and "NEARDUP_RESET deletes an index only" in first[0], first
+    assert "Traceback" not in result["stderr"].split("scrapy-neardup cannot start")[0]
+    assert not result["items"]
+    after = {p.name: p.read_bytes() for p in tmp_path.rglob("*") if p.name in before}
+    assert after == before
+
+
+def test_a_reset_deletes_an_index_of_other_settings_with_its_wal(tmp_path, site):
+    db = tmp_path / "index.db"
+    first = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_DB": str(db), "NEARDUP_SCOPE": "host"})
+    held = sqlite3.connect(db, isolation_level=None)  # a change left in the -wal, as a kill leaves it
+    held.execute("PRAGMA wal_autocheckpoint = 0")
+    held.execute("UPDATE documents SET title = 'changed by hand'")
+    left = {name: (tmp_path / name).read_bytes() for name in ("index.db", "index.db-wal", "index.db-shm")}
+    held.close()
+    for name, data in left.items():
+        (tmp_path / name).write_bytes(data)
+    again = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_DB": str(db), "NEARDUP_RESET": True})
+    assert "is new (reset)" in again["stderr"]
+    assert again["stats"]["neardup/dropped"] == first["stats"]["neardup/dropped"]
+    with sqlite3.connect(db) as con:
+        changed = con.execute("SELECT COUNT(*) FROM documents WHERE title = 'changed by hand'").fetchone()
+        assert changed == (0,)
+        assert json.loads(dict(con.execute("SELECT key, value FROM meta"))["config"])["scope"] == "global"
+    con.close()
+
+
+def test_a_reset_of_an_empty_file_makes_it_the_index(tmp_path, site):
+    db = tmp_path / "empty.db"
+    db.touch()
+    result = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_DB": str(db), "NEARDUP_RESET": True})
+    assert result["stats"]["neardup/dropped"] == len(expected("duplicate"))

@@ -4,6 +4,7 @@ traceback, never a write into a damaged file; a damaged stored text costs only t
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import random
 import shutil
@@ -52,9 +53,24 @@ def test_a_damaged_index_gives_one_line_and_is_never_written_into(tmp_path, inde
         assert "Traceback" not in run.stderr
         if run.returncode:
             assert run.returncode == 2 and run.stderr.count("\n") == 1 and str(damaged) in run.stderr
-    if not healthy:
+    if not healthy:  # the same damage, the same line from every command
         assert scan.returncode == 2 and "restore it from a copy" in scan.stderr
+        assert report.stderr == scan.stderr
         assert hashlib.sha256(damaged.read_bytes()).hexdigest() == before
+
+
+def test_a_malformed_schema_gets_the_same_advice_from_scan_and_report(tmp_path, index_file):
+    db = tmp_path / "schema.db"
+    shutil.copy(index_file, db)
+    with sqlite3.connect(db) as con:
+        con.execute("PRAGMA writable_schema = ON")
+        con.execute("UPDATE sqlite_master SET sql = 'CREATE TABLE documents (' WHERE name = 'documents'")
+    con.close()
+    scan = _cli("scan", str(SITE / "articles"), "--db", str(db), "--workers", "0")
+    report = _cli("report", "--db", str(db), "--format", "json")
+    assert scan.returncode == report.returncode == 2
+    assert "malformed database schema" in scan.stderr and "restore it from a copy" in scan.stderr
+    assert report.stderr == scan.stderr and scan.stderr.count("\n") == 1
 
 
 def test_forged_meta_rows_are_named(tmp_path, index_file):
@@ -178,3 +194,58 @@ def test_the_newest_record_deleted_by_hand_does_not_break_later_scans(tmp_path, 
         + "</p></article></body></html>"
     )
     assert main(["scan", str(other), "--db", str(db), "--workers", "0"]) == 0
+
+
+def _on_read_only_fs(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    """The command line run with ``folder`` mounted read-only, in a mount namespace of its own."""
+    mount = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"'
+    command = ["unshare", "-Urm", "sh", "-c", mount, str(folder), sys.executable, "-m", "scrapy_neardup.cli"]
+    return subprocess.run([*command, *args], capture_output=True, text=True)
+
+
+@pytest.fixture
+def read_only_fs(tmp_path):
+    """A folder to fill, then read on a read-only file system."""
+    probe = ["unshare", "-Urm", "sh", "-c", 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0"']
+    if shutil.which("unshare") is None or subprocess.run([*probe, str(tmp_path)]).returncode:
+        pytest.skip("cannot mount a read-only file system here (unshare -Urm)")
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    return folder
+
+
+def _clusters(run: subprocess.CompletedProcess) -> int:
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
+    return len(json.loads(run.stdout)["clusters"])
+
+
+def test_an_index_on_a_read_only_file_system_gets_its_report(read_only_fs, index_file, tmp_path):
+    db = read_only_fs / "index.db"
+    shutil.copy(index_file, db)
+    db.chmod(0o444)
+    expected = _clusters(_cli("report", "--db", str(index_file), "--format", "json"))
+    assert expected and _clusters(_on_read_only_fs(read_only_fs, "report", "--db", str(db))) == expected
+    html = _on_read_only_fs(read_only_fs, "report", "--db", str(db), "-o", str(tmp_path / "r.html"))
+    assert html.returncode == 0 and "<svg" in (tmp_path / "r.html").read_text()
+    scan = _on_read_only_fs(read_only_fs, "scan", str(SITE / "articles"), "--db", str(db), "--workers", "0")
+    assert scan.returncode == 2 and scan.stderr.count("\n") == 1 and str(db) in scan.stderr
+    assert sorted(p.name for p in read_only_fs.iterdir()) == ["index.db"]
+
+
+def test_an_index_left_with_its_wal_is_read_whole_on_a_read_only_file_system(read_only_fs, index_file):
+    """A crawl killed (or still running) leaves pages in the -wal: a reader sees them, or says why not."""
+    db = read_only_fs / "index.db"
+    shutil.copy(index_file, db)
+    held = sqlite3.connect(db, isolation_level=None)
+    held.execute("PRAGMA wal_autocheckpoint = 0")
+    held.execute("UPDATE documents SET status = 'unique', duplicate_of = NULL")  # only in the -wal
+    left = {p.name: p.read_bytes() for p in read_only_fs.iterdir()}
+    held.close()
+    for name, data in left.items():
+        (read_only_fs / name).write_bytes(data)
+    assert set(left) == {"index.db", "index.db-wal", "index.db-shm"}
+    assert _clusters(_on_read_only_fs(read_only_fs, "report", "--db", str(db))) == 0
+    (read_only_fs / "index.db-shm").unlink()
+    run = _on_read_only_fs(read_only_fs, "report", "--db", str(db))
+    assert run.returncode == 2 and run.stderr.count("\n") == 1 and "Traceback" not in run.stderr
+    assert str(db) in run.stderr and "index.db-wal file holds changes" in run.stderr

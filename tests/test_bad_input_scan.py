@@ -7,7 +7,9 @@ import gzip
 import io
 import json
 import os
+import re
 import sqlite3
+import stat
 from pathlib import Path
 
 import pytest
@@ -260,6 +262,13 @@ def test_an_empty_path_is_refused(tmp_path, capsys):
     assert "empty path" in capsys.readouterr().err
 
 
+def test_an_empty_field_name_is_refused(tmp_path, capsys):
+    (tmp_path / "feed.jl").write_text(item(1) + "\n")
+    assert main(["scan", str(tmp_path / "feed.jl"), "--db", str(tmp_path / "i.db"), "--field", ""]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--field" in err and not (tmp_path / "i.db").exists()
+
+
 def test_a_feed_with_a_byte_order_mark_keeps_its_first_item(tmp_path):
     feed = tmp_path / "bom.jl"
     feed.write_bytes(b"\xef\xbb\xbf" + ("\n".join([item(1), item(2)]) + "\n").encode())
@@ -336,3 +345,188 @@ def test_a_warc_gz_compressed_as_one_stream_gives_every_record(tmp_path):
     one.write_bytes(gzip.compress(plain.read_bytes()))  # not a member a record: one gzip stream
     urls, _ = scan(tmp_path, one)
     assert urls == [f"http://w.example/{n}" for n in range(5)]
+
+
+def _with_length(record: bytes, length: object) -> bytes:
+    head, _, block = record.partition(b"\r\n\r\n")
+    head = re.sub(rb"Content-Length: \d+", f"Content-Length: {length}".encode(), head)
+    return head + b"\r\n\r\n" + block
+
+
+@pytest.mark.parametrize("packing", ["plain", "members", "one-stream", "one-large-stream"])
+@pytest.mark.parametrize("wrong", ["times 50", "10 more", "100 fewer", "negative", "absurd"])
+def test_a_wrong_content_length_costs_its_record_only(tmp_path, capsys, caplog, monkeypatch, packing, wrong):
+    """A record whose Content-Length is wrong is skipped and named; every record after it is read."""
+    from scrapy_neardup import warc as warc_module
+
+    records = [_raw_record(f"http://w.example/{n}", HTTP + page(n).encode()) for n in range(6)]
+    size = len(HTTP + page(2).encode())
+    length = {"times 50": size * 50, "10 more": size + 10, "100 fewer": size - 100, "negative": -size,
+              "absurd": 10**30}[wrong]  # fmt: skip
+    records[2] = _with_length(records[2], length)
+    at = len(records[0] + records[1])
+    if packing == "plain":
+        data = b"".join(records)
+    elif packing == "members":
+        data = b"".join(gzip.compress(r) for r in records)
+        at = len(gzip.compress(records[0]) + gzip.compress(records[1]))
+    else:
+        data = gzip.compress(b"".join(records))
+        at = f"0+{at}"
+        if packing == "one-large-stream":  # read as it is decompressed, not held whole
+            monkeypatch.setattr(warc_module, "ONE_STREAM_BYTES", 1000)
+    warc = tmp_path / ("long.warc" if packing == "plain" else "long.warc.gz")
+    warc.write_bytes(data)
+    urls, _ = scan(tmp_path, warc)
+    assert urls == [f"http://w.example/{n}" for n in range(6) if n != 2]
+    out, err = capsys.readouterr()
+    reason = "bad_record" if wrong == "negative" else "damaged"
+    assert f"1 records skipped (1 {reason})" in out
+    assert skipped_lines(caplog) == [skipped_lines(caplog)[0]] and f"{warc} at offset {at}:" in caplog.text
+    assert "Content-Length" in caplog.text and "<html>" not in caplog.text
+    assert "not followed by newline" not in err and not err.strip()
+
+
+def test_a_last_record_longer_than_the_file_is_incomplete_until_the_file_grows(tmp_path, capsys):
+    records = [_raw_record(f"http://w.example/{n}", HTTP + page(n).encode()) for n in range(3)]
+    warc = tmp_path / "growing.warc"
+    warc.write_bytes(records[0] + records[1] + _with_length(records[2], 10**6))
+    urls, _ = scan(tmp_path, warc)
+    assert urls == ["http://w.example/0", "http://w.example/1"]
+    assert "(1 incomplete)" in capsys.readouterr().out
+
+
+def test_a_body_warcio_cannot_decode_is_one_skip_and_nothing_on_stderr(tmp_path, capsys, caplog):
+    import random
+
+    words = " ".join(
+        random.Random(5).choice(["harbour", "boat", "tide", "quay", "net"]) + str(n) for n in range(9000)
+    )
+    body = bytearray(gzip.compress(f"<html><body><p>{words}</p></body></html>".encode()))
+    assert len(body) > 20000  # warcio decodes in blocks of 16 KiB; the damage is after the first
+    body[-3000:-2000] = bytes(1000)
+    http = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Encoding: gzip\r\n\r\n"
+    good = _raw_record("http://w.example/good", HTTP + page(3).encode())
+    warc = tmp_path / "encoded.warc"
+    warc.write_bytes(_raw_record("http://w.example/bad", http + bytes(body)) + good)
+    urls, _ = scan(tmp_path, warc)
+    assert urls == ["http://w.example/good"]
+    out, err = capsys.readouterr()
+    assert "(1 damaged)" in out and not err.strip()
+    assert [line for line in skipped_lines(caplog) if "gzip body that cannot be decoded" in line]
+
+
+def test_warcio_warnings_stay_out_of_the_output(tmp_path, capsys, caplog):
+    warc = tmp_path / "spaces.warc"
+    warc.write_bytes(_raw_record("http://w.example/a page", HTTP + page(4).encode()))
+    urls, _ = scan(tmp_path, warc)
+    assert urls == ["http://w.example/a%20page"]
+    assert "Replacing spaces" not in caplog.text + capsys.readouterr().err
+
+
+@pytest.mark.parametrize("gz", [False, True])
+@pytest.mark.parametrize("length", ["right", "wrong"])
+def test_a_record_over_max_body_is_checked_without_being_read(tmp_path, caplog, gz, length):
+    big = _raw_record("http://w.example/big", HTTP + page(9).encode() * 40)
+    if length == "wrong":
+        big = _with_length(big, len(HTTP + page(9).encode()) * 39)
+    records = [_raw_record("http://w.example/0", HTTP + page(0).encode()), big]
+    records += [_raw_record(f"http://w.example/{n}", HTTP + page(n).encode()) for n in (1, 2)]
+    warc = tmp_path / ("big.warc.gz" if gz else "big.warc")
+    warc.write_bytes(b"".join(gzip.compress(r) for r in records) if gz else b"".join(records))
+    db = tmp_path / "index.db"
+    assert main(["scan", str(warc), "--db", str(db), "--workers", "0", "--max-body", "20000"]) == 0
+    with sqlite3.connect(db) as con:
+        urls = [r[0] for r in con.execute("SELECT url FROM documents ORDER BY id")]
+    assert urls == [f"http://w.example/{n}" for n in range(3)]
+    said = "a record of" if length == "right" else "does not end at a record boundary"
+    assert [line for line in skipped_lines(caplog) if said in line]
+
+
+def test_warc_records_are_named_by_their_offsets(tmp_path):
+    """The names an index stores for WARC records: a rescan finds them (their pages are skipped)."""
+    from scrapy_neardup.sources import read_pages
+
+    records = [_raw_record(f"http://w.example/{n}", HTTP + page(n).encode()) for n in range(3)]
+    warc = tmp_path / "named.warc"
+    warc.write_bytes(b"xx" + b"".join(records))  # two stray bytes first: the first record is at 2
+    starts = [2 + len(b"".join(records[:n])) for n in range(3)]
+    assert [p.source.rsplit("@", 1)[1] for p in read_pages(warc)] == [str(at) for at in starts]
+    gz = tmp_path / "named.warc.gz"
+    gz.write_bytes(gzip.compress(records[0]) + gzip.compress(records[1] + records[2]))
+    first = len(gzip.compress(records[0]))
+    assert [p.source.rsplit("@", 1)[1] for p in read_pages(gz)] == [
+        "0",
+        str(first),
+        f"{first}+{len(records[1])}",
+    ]
+
+
+def test_junk_between_two_whole_records_costs_no_record(tmp_path, caplog, capsys):
+    records = [_raw_record(f"http://w.example/{n}", HTTP + page(n).encode()) for n in range(3)]
+    warc = tmp_path / "junk.warc"
+    warc.write_bytes(records[0] + b"junk left by a crashed writer\r\n" + records[1] + records[2])
+    urls, _ = scan(tmp_path, warc)
+    assert urls == [f"http://w.example/{n}" for n in range(3)]
+    assert "(1 damaged)" in capsys.readouterr().out
+    assert f"{warc} at offset {len(records[0])}: a damaged record (no WARC/1.x record header)" in caplog.text
+
+
+def test_special_files_in_a_folder_are_named_and_skipped(tmp_path, caplog, capsys):
+    import socket
+
+    folder = tmp_path / "pages"
+    folder.mkdir()
+    (folder / "a.html").write_text(page(1))
+    os.mkfifo(folder / "fifo.html")  # read, it would block the scan for good
+    os.mkfifo(folder / "pipe")
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(folder / "socket.html"))
+    named = ["fifo.html: a FIFO", "pipe: a FIFO", "socket.html: a socket"]
+    try:
+        os.mknod(folder / "device.html", 0o600 | stat.S_IFCHR, os.makedev(1, 3))  # /dev/null's numbers
+        named.append("device.html: a character device")
+    except PermissionError:  # not root: no device node
+        pass
+    try:
+        urls, _ = scan(tmp_path, folder)
+    finally:
+        listener.close()
+    assert urls == ["a.html"]
+    for name in named:
+        assert [line for line in skipped_lines(caplog) if f"{folder}/{name}" in line], name
+    assert f"({len(named)} special)" in capsys.readouterr().out
+
+
+def test_symlinks_out_of_a_scanned_folder_are_named_unless_followed(tmp_path, caplog, capsys):
+    outside = tmp_path / "outside"
+    (outside / "sub").mkdir(parents=True)
+    (outside / "secret.txt").write_text("root:x:0:0:root:/root:/bin/bash " * 20)
+    (outside / "sub" / "far.html").write_text(page(7))
+    folder = tmp_path / "pages"
+    (folder / "inner").mkdir(parents=True)
+    (folder / "a.html").write_text(page(1))
+    (folder / "inner" / "b.html").write_text(page(2))
+    (folder / "passwd.txt").symlink_to(outside / "secret.txt")
+    (folder / "away").symlink_to(outside / "sub")
+    (folder / "here.html").symlink_to(folder / "a.html")  # inside: read (once, as a.html's source)
+    (folder / "again").symlink_to(folder / "inner")  # inside: its folder is read once
+    (folder / "inner" / "up").symlink_to(folder)  # a loop back up
+    urls, _ = scan(tmp_path, folder)
+    assert sorted(urls) == ["a.html", "again/b.html"]
+    lines = skipped_lines(caplog)
+    assert len(lines) == 2 and "root:x" not in caplog.text
+    assert [
+        line for line in lines if f"{folder}/passwd.txt: a symbolic link out of the scanned folder" in line
+    ]
+    assert [
+        line
+        for line in lines
+        if f"{folder}/away: a symbolic link out of" in line and "--follow-links" in line
+    ]
+    assert "(2 symlink)" in capsys.readouterr().out
+    db = tmp_path / "followed.db"
+    assert main(["scan", str(folder), "--db", str(db), "--workers", "0", "--follow-links"]) == 0
+    with sqlite3.connect(db) as con:
+        followed = sorted(r[0] for r in con.execute("SELECT url FROM documents"))
+    assert followed == ["a.html", "again/b.html", "away/far.html", "passwd.txt"]

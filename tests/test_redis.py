@@ -88,6 +88,26 @@ def test_a_crawl_dedups_through_redis_and_a_rerun_is_a_revisit(tmp_path, site, r
     assert sorted(item["url"] for item in again["items"]) == sorted(item["url"] for item in first["items"])
 
 
+def test_a_reset_deletes_an_index_of_other_settings_and_refuses_keys_not_its_own(tmp_path, site, redis_url):
+    """As NEARDUP_RESET on an SQLite file: an index goes whatever built it, anything else stays."""
+    import redis as redis_client
+
+    key = f"reset:{uuid.uuid4().hex}"
+    settings = {**REDIS, "NEARDUP_REDIS_URL": redis_url, "NEARDUP_REDIS_KEY": key}
+    crawl(tmp_path, [site + "/"], {**settings, "NEARDUP_SCOPE": "host"})
+    again = crawl(tmp_path, [site + "/"], {**settings, "NEARDUP_RESET": True})
+    assert "is new (reset)" in again["stderr"] and "neardup/revisits" not in again["stats"]
+    assert again["stats"]["neardup/dropped"] == len(expected("duplicate"))
+    RedisIndex.open_existing(redis_url, key).remove()
+    r = redis_client.Redis.from_url(redis_url)
+    r.set(f"{key}:ids", "another program's key")
+    refused = crawl(tmp_path, [site + "/"], {**settings, "NEARDUP_RESET": True}, check=False)
+    said = [line for line in refused["stderr"].splitlines() if "scrapy-neardup cannot start" in line]
+    assert said and "no scrapy-neardup index" in said[0] and key in said[0], refused["stderr"][-2000:]
+    assert r.get(f"{key}:ids") == b"another program's key"
+    r.delete(f"{key}:ids")
+
+
 def test_redis_url_falls_back_to_scrapy_redis_setting_and_unreachable_fails_at_start(
     tmp_path, site, redis_url
 ):

@@ -122,6 +122,25 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns):
             raise IndexFileError(f"{safe_url(url)} {prefix}", "holds no scrapy-neardup index")
         return cls(url, schema.config_from_meta(meta, f"{safe_url(url)} {prefix}"), prefix)
 
+    @classmethod
+    def reset(cls, url: str, prefix: str) -> None:
+        """NEARDUP_RESET: delete the index under ``prefix``, whatever settings built it. Keys there
+        that are no index's are left, and refused when the index is made anew (as at any opening)."""
+        if redis is None:
+            return  # making the index says which extra is missing
+        probe = cls.__new__(cls)
+        probe.prefix, probe.path = prefix, f"{safe_url(url)} {prefix}"
+        try:
+            probe.r = redis.Redis.from_url(url, socket_timeout=5.0, socket_connect_timeout=5.0)
+            if probe.r.exists(probe.k("meta")):
+                probe.remove()
+        except redis.RedisError as exc:
+            raise IndexFileError(probe.path, unreachable(exc)) from None
+        except ValueError as exc:  # a malformed URL
+            raise IndexFileError(probe.path, f"is not a Redis URL ({exc})") from None
+        finally:
+            probe.close()
+
     def k(self, *parts: object) -> bytes:
         """A key of this index."""
         return ":".join([self.prefix, *map(str, parts)]).encode("utf-8", "surrogatepass")

@@ -147,21 +147,6 @@ def spot_keys(
     return keys, meta["simhash_keys"] == "1"
 
 
-def stored_config(path: Path) -> DedupConfig:
-    """The configuration an index file was built with (for reports and stats), read-only."""
-    try:
-        con = sqlite3.connect(f"file:{Path(path)}?mode=ro", uri=True)
-        try:
-            meta = dict(con.execute("SELECT key, value FROM meta"))
-        finally:
-            con.close()
-    except sqlite3.Error as exc:
-        raise IndexFileError(path, f"is not a scrapy-neardup index ({exc})") from None
-    if "config" not in meta:
-        raise IndexFileError(path, "is not a scrapy-neardup index")
-    return config_from_meta(meta, path)
-
-
 def config_from_meta(meta: dict[str, str], name: object) -> DedupConfig:
     """The shaping knobs an index's ``meta`` records, as a configuration (the rest default)."""
     try:

@@ -25,13 +25,13 @@ from ..methods import rank
 from ..signatures.imatch import CollectionStats
 from ..signatures.spotsigs import SpotSet
 from ..text import storable
-from . import schema
 from .base import Earlier, Match, Verdict
 from .bounds import BOUND_COLUMNS, may_match
 from .codecs import SIGNATURE_COLUMNS, array_blob, extra_json, row_fingerprint, signed, spots_blob, unsigned
 from .lookup_keys import exact_key, lookup_keys, raw_key
 from .runs import running
-from .sqlite_file import IndexFile, damage_advice, file_bytes
+from .sqlite_file import IndexFile
+from .sqlite_open import damage_advice, file_bytes, stored_config
 from .sqlite_reading import SQLiteReading
 from .sqlite_spots import SpotLists
 
@@ -43,7 +43,9 @@ logger = logging.getLogger(__name__)
 class SQLiteIndex(SQLiteReading):
     """Persistent candidate search over admitted pages, with every verdict recorded."""
 
-    def __init__(self, path: str | Path, config: DedupConfig, timeout: float = 60.0) -> None:
+    def __init__(
+        self, path: str | Path, config: DedupConfig, timeout: float = 60.0, read_only: bool = False
+    ) -> None:
         self.path = Path(path)
         self.config = config
         # Where the spot search finds every SimHash match, the SimHash block keys would only add
@@ -53,7 +55,7 @@ class SQLiteIndex(SQLiteReading):
         self._scope_ids: dict[str, int] = {}
         self._run: int | None = None
         self._unclean: frozenset[int] = frozenset()
-        self.file = IndexFile(path, config, timeout, self._probe_simhash, self._forget)
+        self.file = IndexFile(path, config, timeout, self._probe_simhash, self._forget, read_only)
         self.db = self.file.db
         self.spots = SpotLists(self.db, config, self.file.spot_keys, self.path)
         if self._probe_simhash and not self.file.stores_simhash and "simhash" in config.methods:
@@ -68,8 +70,8 @@ class SQLiteIndex(SQLiteReading):
 
     @classmethod
     def open_existing(cls, path: str | Path) -> SQLiteIndex:
-        """Open an index with the settings it was built with (for reports and stats)."""
-        return cls(path, schema.stored_config(Path(path)))
+        """Open an index for reading, with the settings it was built with (reports, stats)."""
+        return cls(path, stored_config(Path(path)), read_only=True)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:

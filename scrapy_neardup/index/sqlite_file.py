@@ -20,6 +20,7 @@ from ..config import DedupConfig
 from ..exceptions import IndexFileError
 from . import schema
 from .checkpoint import Checkpointer
+from .sqlite_open import check_intact, connect_read_only, read_schema, unusable
 
 logger = logging.getLogger(__name__)
 
@@ -36,49 +37,42 @@ STATEMENT_CACHE = 1024
 # to the index's timeout).
 LOCK_NOTICE = 5.0
 
-# Files up to this size are checked (PRAGMA quick_check) when opened for writing: ~0.1 s a
-# 10 MB file; larger ones would make every start slow, and a damage is still met as an error.
-QUICK_CHECK_BYTES = 256 << 20
-
-
-def file_bytes(path: Path) -> int:
-    """Bytes on disk of an index file with its WAL and shared-memory files beside it."""
-    return sum(p.stat().st_size for p in path.parent.glob(path.name + "*") if p.is_file())
-
-
-def damage_advice(exc: BaseException) -> str:
-    """What to do about a damaged file, for the one-line errors that name it."""
-    if "malformed" in str(exc) or "not a database" in str(exc):
-        return "; restore it from a copy, recover what is readable (sqlite3 FILE .recover), or use a new file"
-    return ""
-
 
 class IndexFile:
     """The connection to an index file, checked against ``config`` when opened."""
 
     def __init__(
-        self, path: str | Path, config: DedupConfig, timeout: float, simhash_keys: bool, on_rollback: Callable
+        self,
+        path: str | Path,
+        config: DedupConfig,
+        timeout: float,
+        simhash_keys: bool,
+        on_rollback: Callable,
+        read_only: bool = False,
     ) -> None:
         """Open (or create) ``path``; ``simhash_keys``: whether a new file stores SimHash keys;
-        ``on_rollback`` forgets what rolled-back work made (cached ids, a freeze)."""
+        ``on_rollback`` forgets what rolled-back work made (cached ids, a freeze); ``read_only``:
+        open an existing index for reading, which needs no write anywhere (``connect_read_only``)."""
         self.path = Path(path)
         self.config = config
         self._on_rollback = on_rollback
         self._in_batch = False
         self._checkpointer: Checkpointer | None = None
         self._timeout = timeout
+        self._read_only = read_only
         try:
-            if self.path.parent and not self.path.parent.exists():
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.db = sqlite3.connect(
-                str(self.path), timeout=timeout, isolation_level=None, cached_statements=STATEMENT_CACHE
-            )
+            if read_only:
+                self.db = connect_read_only(self.path, timeout)
+            else:
+                if self.path.parent and not self.path.parent.exists():
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                self.db = sqlite3.connect(
+                    str(self.path), timeout=timeout, isolation_level=None, cached_statements=STATEMENT_CACHE
+                )
             self.db.execute(f"PRAGMA busy_timeout = {int(min(timeout, LOCK_NOTICE) * 1000)}")
             self._open_retrying(timeout, simhash_keys)
         except sqlite3.DatabaseError as exc:
-            raise IndexFileError(
-                self.path, f"cannot be used as an index ({exc}){damage_advice(exc)}"
-            ) from None
+            raise unusable(self.path, exc) from None
         except OSError as exc:
             raise IndexFileError(self.path, f"cannot be created ({exc.strerror or exc})") from None
 
@@ -98,13 +92,8 @@ class IndexFile:
                 time.sleep(min(0.5, 0.02 * attempt))
 
     def _open(self, simhash_keys: bool) -> None:
-        self.db.execute("BEGIN")  # one snapshot: another process may be creating the schema right now
-        try:
-            version = self.db.execute("PRAGMA user_version").fetchone()[0]
-            tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        finally:
-            self.db.execute("COMMIT")
-        if version == 0 and not tables:
+        version, tables = read_schema(self.db)
+        if version == 0 and not tables and not self._read_only:
             self.db.execute(f"PRAGMA page_size = {schema.PAGE_SIZE}")
             self.db.execute("PRAGMA journal_mode = WAL")
             with self.transaction():
@@ -112,12 +101,11 @@ class IndexFile:
                     schema.create(self.db, self.config, simhash_keys)  # unless another process just did
         else:
             schema.check_version(self.path, version, tables)
-        self.db.execute("PRAGMA synchronous = NORMAL")
-        self.db.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT}")
-        if file_bytes(self.path) <= QUICK_CHECK_BYTES:  # never write into a damaged file
-            problem = self.db.execute("PRAGMA quick_check(1)").fetchone()[0]
-            if problem != "ok":
-                raise sqlite3.DatabaseError(f"database disk image is malformed: {problem}")
+        if not self._read_only:
+            self.db.execute("PRAGMA synchronous = NORMAL")
+            self.db.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT}")
+        if not self._read_only:  # a reader's file was checked by ``stored_config``, as here
+            check_intact(self.db, self.path)  # never write into a damaged file
         try:
             meta = dict(self.db.execute("SELECT key, value FROM meta"))
             self.spot_keys, self.stores_simhash = schema.spot_keys(meta, self.config, self.path)

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .records import clean_record
-from .sqlite_file import file_bytes
+from .sqlite_open import file_bytes
 
 logger = logging.getLogger(__name__)
 
