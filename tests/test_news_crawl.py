@@ -1,0 +1,51 @@
+"""The one-line setup on a news site (tests/news_site.py): every story stored once, whatever the order."""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+from crawling import ADDON, crawl, serve
+from news_site import build
+
+
+def path_of(url: str) -> str:
+    """A crawled URL's path and query, or an API entry's own (relative) URL."""
+    return url if url.startswith("/") else "/" + url.split("/", 3)[3]
+
+
+def stored_stories(result: dict, holds: dict[str, str]) -> collections.Counter:
+    """How many items of each story reached the feed (pages of no story left out)."""
+    held = (holds[path_of(item["url"])] for item in result["items"])
+    return collections.Counter(what for what in held if what.startswith("story:"))
+
+
+@pytest.mark.parametrize(("concurrency", "seed"), [(1, 0), (16, 1), (16, 2), (1, 3)])
+def test_the_addon_line_stores_every_story_once(tmp_path, concurrency, seed):
+    site = tmp_path / "site"
+    holds = build(site, seed)
+    stories = {what for what in holds.values() if what.startswith("story:")}
+    settings = {**ADDON, "NEARDUP_DB": str(tmp_path / "news.sqlite"), "CONCURRENT_REQUESTS": concurrency}
+    with serve(site) as base:
+        result = crawl(tmp_path, [base + "/index.html"], settings)
+    assert stored_stories(result, holds) == collections.Counter(stories)
+    meta = {path_of(url): result["meta"].get(url) or {} for url in result["parsed"]}
+    # A listing that repeats its twin was judged a duplicate, and reached the spider all the same.
+    twins = [p for p in meta if holds[p].startswith("page:") and meta[p].get("sure")]
+    assert twins, "no listing page was a sure duplicate of its twin: the site tests nothing"
+    stats = result["stats"]
+    assert stats["neardup/dropped"] >= 10 and "neardup/ignored" not in stats
+    assert stats["neardup/duplicates/exact"] >= 4 and stats["neardup/duplicates/near"] >= 8
+
+
+def test_ignoring_duplicate_responses_loses_a_story_only_a_twin_links_to(tmp_path):
+    """Why drop mode follows a duplicate's links: with the response ignored, the story that only
+    the second listing of a pair links to is never fetched."""
+    site = tmp_path / "site"
+    holds = build(site, 0)
+    settings = {**ADDON, "NEARDUP_DB": str(tmp_path / "news.sqlite"), "NEARDUP_ACTION": "ignore"}
+    with serve(site) as base:
+        result = crawl(tmp_path, [base + "/index.html"], settings)
+    stored = stored_stories(result, holds)
+    lost = {what for what in holds.values() if what.startswith("story:")} - set(stored)
+    assert lost and result["stats"]["neardup/ignored"] >= 1
