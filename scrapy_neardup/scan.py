@@ -14,6 +14,7 @@ import multiprocessing
 import os
 import sqlite3
 import sys
+import time
 
 from .config import MAX_WORKERS, DedupConfig
 from .detector import Detector
@@ -24,7 +25,7 @@ from .parent_watch import end_with_parent
 from .report.clusters import load_clusters
 from .scope import scope_key
 from .signatures.exact import raw_hash
-from .sources import Page, Skips, check_input, read_pages
+from .sources import Page, Skips, check_input, input_size, read_pages
 
 
 def fingerprint_page(config: DedupConfig, page: Page, methods: frozenset[str] | None = None) -> Fingerprint:
@@ -84,9 +85,10 @@ def run_scan(args: argparse.Namespace) -> int:
     try:
         index = SQLiteIndex(args.db, config) if args.db else open_named_index(args, config)
         with Detector(config, index) as detector:
+            meter = Progress(args.paths, args.follow_links) if progress else None
             pages = (
-                page
-                for path in args.paths
+                meter.track(n, page) if meter else page
+                for n, path in enumerate(args.paths)
                 for page in read_pages(path, args.field, skips, config.max_body, args.follow_links)
             )
             while chunk := list(itertools.islice(pages, args.batch)):
@@ -110,15 +112,15 @@ def run_scan(args: argparse.Namespace) -> int:
                         counts["already" if already else "scanned"] += 1
                         counts["duplicates"] += verdict.duplicate and not already
                         counts["skipped"] += not verdict.judged
-                if progress:
-                    print(f"\rscanned {counts['scanned']} pages, {counts['duplicates']} duplicates",
-                          end="", file=sys.stderr, flush=True)  # fmt: skip
+                if meter:
+                    meter.show(counts["scanned"], counts["duplicates"])
             summary = load_clusters(detector.index)  # counts and clusters, no member dicts
     finally:
         if pool:
             pool.terminate()
     if progress:
         print(file=sys.stderr)
+    skips.summary()
     unread = sum(skips.counts.values())
     reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(skips.counts.items()))
     print(
@@ -130,6 +132,29 @@ def run_scan(args: argparse.Namespace) -> int:
         f"{len(summary.clusters)} clusters."
     )
     return 1 if unread and not counts["scanned"] and not counts["already"] else 0
+
+
+class Progress:
+    """The scan's progress line: pages, duplicates and pages a second, and the share of the input
+    read when its size is known (files and folders: their bytes)."""
+
+    def __init__(self, paths: list[str], follow_links: bool) -> None:
+        self.sizes = [input_size(path, follow_links) for path in paths]
+        self.total = sum(self.sizes)
+        self.read = 0
+        self.start = time.monotonic()
+
+    def track(self, n: int, page: Page) -> Page:
+        """Note how far input ``n`` was read when ``page`` came out of it."""
+        self.read = sum(self.sizes[:n]) + min(page.read_to, self.sizes[n])
+        return page
+
+    def show(self, scanned: int, duplicates: int) -> None:
+        rate = scanned / max(time.monotonic() - self.start, 1e-6)
+        line = f"scanned {scanned:,} pages, {duplicates:,} duplicates, {rate:,.0f} pages/s"
+        if self.total:
+            line += f"; {self.read / self.total:.0%} of {self.total / 1e6:,.1f} MB read"
+        print(f"\r{line}", end="", file=sys.stderr, flush=True)
 
 
 def _unrecorded(chunk: list[Page], detector: Detector) -> list[Page]:

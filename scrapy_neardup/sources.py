@@ -6,6 +6,7 @@ rest of the input. A path that cannot be read at all raises ``InputError`` namin
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import html
 import json
@@ -50,6 +51,7 @@ class Page:
     source: str
     is_text: bool = False
     content_type: str | None = None
+    read_to: int = 0  # bytes of its input (file or folder) read once it was read: the scan's progress
 
 
 def _kind(path: Path) -> str | None:
@@ -63,14 +65,28 @@ def _kind(path: Path) -> str | None:
 
 
 class Skips:
-    """Records the readers could not read, by reason; each is logged once with its file and position."""
+    """Records the readers could not read, by reason. The first few of a reason are logged with
+    their file and position; the rest are counted and summed up by ``summary``, so a feed of a
+    million records that all lack a field gives a few lines, not a million."""
+
+    SHOWN = 5  # records logged one by one for each reason
 
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
 
     def __call__(self, reason: str, where: str, why: str) -> None:
-        logger.warning("skipped %s: %s", where, why)
         self.counts[reason] += 1
+        if self.counts[reason] <= self.SHOWN:
+            logger.warning("skipped %s: %s", where, why)
+            if self.counts[reason] == self.SHOWN:
+                logger.warning("(more records skipped for %s are counted, not shown)", reason)
+
+    def summary(self) -> None:
+        """Log how many records of each reason were skipped without a line of their own."""
+        for reason, count in sorted(self.counts.items()):
+            if count > self.SHOWN:
+                logger.warning("skipped %d more records for %s (the first %d are named above)",
+                               count - self.SHOWN, reason, self.SHOWN)  # fmt: skip
 
 
 def path_name(path: Path) -> str:
@@ -120,8 +136,30 @@ def read_pages(
     if not path.is_dir():
         yield from _read_file(path, path.name, field, skips, max_body)
         return
+    done = 0
     for file in _folder_pages(path, follow_links, skips):
-        yield from _read_file(file, file.relative_to(path).as_posix(), field, skips, max_body)
+        for page in _read_file(file, file.relative_to(path).as_posix(), field, skips, max_body):
+            yield dataclasses.replace(page, read_to=done + page.read_to)
+        done += _size(file)
+
+
+def input_size(path: str | Path, follow_links: bool = False) -> int:
+    """The bytes ``read_pages`` will read from ``path`` (a folder's page files summed), for the
+    scan's progress; 0 when they cannot be told."""
+    path = Path(path)
+    if not path.is_dir():
+        return _size(path)
+    total = 0
+    for folder, _, names in os.walk(path, followlinks=follow_links):
+        total += sum(_size(Path(folder, name)) for name in names if _kind(Path(name)) in ("html", "text"))
+    return total
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 _SPECIAL = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
@@ -236,7 +274,7 @@ def _read_file(path: Path, relative: str, field: str | None, skips: Skips, max_b
         yield from read_warc(path, skips, max_body)
     else:
         try:
-            yield read_page_file(path, relative, max_body)
+            yield dataclasses.replace(read_page_file(path, relative, max_body), read_to=_size(path))
         except InputError as exc:  # one bad file in a folder must not stop the scan
             skips(exc.reason, path_name(path), str(exc).split(": ", 1)[-1])
 
@@ -274,7 +312,9 @@ def _read_feed(path: Path, field: str | None, skips: Skips, max_body: int) -> It
                     continue
                 page = _feed_page(raw.decode("utf-8", errors="replace"), field, where, skips)
                 if page is not None:
-                    yield Page(page[0], page[1], f"{path_name(path.resolve())}:{number}", is_text=page[2])
+                    at = (getattr(handle, "fileobj", None) or handle).tell()  # a gzip file's compressed bytes
+                    source = f"{path_name(path.resolve())}:{number}"
+                    yield Page(page[0], page[1], source, is_text=page[2], read_to=at)
     except (EOFError, zlib.error, OSError) as exc:
         skips("damaged", f"{path_name(path)} after line {number}", f"the rest cannot be read ({exc})")
 
@@ -291,7 +331,10 @@ def _feed_page(line: str, field: str | None, where: str, skips: Skips) -> tuple[
     fields = (field,) if field else FEED_FIELDS
     name = next((f for f in fields if isinstance(item, dict) and isinstance(item.get(f), str)), None)
     if name is None or not isinstance(item.get("url"), str):
-        skips("bad_record", where, f"needs 'url' and a text field ({field or ' / '.join(FEED_FIELDS)})")
+        texts = [k for k, v in item.items() if isinstance(v, str)][:8] if isinstance(item, dict) else []
+        hint = f"; its text fields: {', '.join(texts)} (name the page's with --field)" if texts else ""
+        why = f"needs 'url' and a text field ({field or ' / '.join(FEED_FIELDS)}){hint}"
+        skips("bad_record", where, why)
         return None
     value = storable(item[name])
     return storable(item["url"]), value, not looks_like_html(value)

@@ -87,7 +87,8 @@ def _pages(path: Path, records, skips: Skips, name) -> Iterator[Page]:
             skips(reason, where, why)
             continue
         if page is not None:
-            yield Page(page[0], page[1], f"{path_name(path.resolve())}@{suffix}", content_type=page[2])
+            source = f"{path_name(path.resolve())}@{suffix}"
+            yield Page(page[0], page[1], source, content_type=page[2], read_to=int(at.split("+")[0]))
 
 
 def _gzip_members(stream, limit: int) -> Iterator[tuple[int, bytes | None, str]]:

@@ -47,6 +47,11 @@ def aeb_truth(aeb_dir: Path) -> dict[str, dict]:
 
 
 @pytest.fixture(scope="session")
+def cleanportaleval_dir() -> Path:
+    return _need(SHARED_DATA / "cleanportaleval")
+
+
+@pytest.fixture(scope="session")
 def zh_texts() -> list[str]:
     folder = _need(SHARED_DATA / "zh")
     return [p.read_text(encoding="utf-8") for p in sorted(folder.glob("article-*.txt"))]

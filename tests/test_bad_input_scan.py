@@ -530,3 +530,43 @@ def test_symlinks_out_of_a_scanned_folder_are_named_unless_followed(tmp_path, ca
     with sqlite3.connect(db) as con:
         followed = sorted(r[0] for r in con.execute("SELECT url FROM documents"))
     assert followed == ["a.html", "again/b.html", "away/far.html", "passwd.txt"]
+
+
+def test_records_without_the_field_are_named_a_few_times_with_the_fields_they_have(tmp_path, caplog, capsys):
+    feed = tmp_path / "feed.jl"
+    lines = [item(1), *(json.dumps({"url": f"http://a.example/x{n}", "article": page(n)}) for n in range(20))]
+    feed.write_text("\n".join(lines) + "\n")
+    urls, _ = scan(tmp_path, feed)
+    assert urls == ["http://a.example/1"]
+    named = skipped_lines(caplog)
+    assert len(named) == 6  # five records, then the summary
+    assert "its text fields: url, article (name the page's with --field)" in named[0]
+    assert named[-1] == "skipped 15 more records for bad_record (the first 5 are named above)"
+    assert "20 records skipped (20 bad_record)" in capsys.readouterr().out
+    urls, _ = scan(tmp_path, feed, "--field", "article")  # the hint works
+    assert len(urls) == 21
+
+
+def test_the_progress_line_gives_the_rate_and_the_share_read(tmp_path, capsys):
+    from scrapy_neardup.scan import Progress
+    from scrapy_neardup.sources import read_pages
+
+    folder = tmp_path / "pages"
+    folder.mkdir()
+    for n in range(4):
+        (folder / f"{n}.html").write_text(page(n))
+    feed = tmp_path / "feed.jl.gz"
+    with gzip.open(feed, "wt") as handle:
+        handle.write("\n".join(item(n) for n in range(10, 30)) + "\n")
+    inputs = [str(folder), str(feed)]
+    meter = Progress(inputs, follow_links=False)
+    assert meter.total == sum(p.stat().st_size for p in folder.iterdir()) + feed.stat().st_size
+    shares = []
+    for n, path in enumerate(inputs):
+        for found in read_pages(path):
+            meter.track(n, found)
+            shares.append(meter.read / meter.total)
+    assert shares == sorted(shares) and shares[-1] == 1.0 and shares[0] < 0.2
+    meter.show(24, 3)
+    line = capsys.readouterr().err
+    assert re.match(r"\rscanned 24 pages, 3 duplicates, [\d,]+ pages/s; 100% of 0\.0 MB read$", line)

@@ -98,7 +98,7 @@ def test_variant_set_labels(sources, templates):
     assert data.recipes[0] is None and data.recipes[1] is not None
 
 
-def test_cleanportaleval_labels_the_page_fetched_twice():
+def test_cleanportaleval_labels_the_page_fetched_twice(cleanportaleval_dir):
     data = qd.cleanportaleval_set()
     groups = [g for g in data.groups if g is not None]
     assert len(groups) == 2 and len(set(groups)) == 1

@@ -24,6 +24,7 @@ from scrapy_neardup.tokens import (
     MAX_TEXT,
     MAX_TOKENS,
     detect_language,
+    detect_languages,
     normalize,
     split_sentences,
     tokenize,
@@ -224,6 +225,45 @@ def test_split_sentences_latin_and_cjk():
 )
 def test_detect_language(text, language):
     assert detect_language(tokenize(normalize(text)), LANGUAGE_VOTES) == language
+
+
+ENGLISH = (
+    "The council has said that the bridge will be closed for eight weeks, and the detour is expected "
+    "to add twenty minutes to journeys. The engineers were asked why the repair had been delayed. "
+)
+JAPANESE = (
+    "これは重複検出のテストです。ウェブページの内容を比べます。"
+    "交流団が市場を訪れ、子どもたちは給食を食べました。"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "languages"),
+    [
+        (ENGLISH * 3, ("en",)),
+        (JAPANESE * 6, ("ja",)),
+        (JAPANESE * 6 + ENGLISH * 3, ("ja", "en")),  # a Japanese post beside English teasers
+        (ENGLISH * 9 + JAPANESE * 2, ("en", "ja")),  # an English page quoting a Japanese passage
+        (JAPANESE * 6 + " Read more About us Contact", ("ja",)),  # a menu is no second language
+        (ENGLISH * 6 + " 東京 大阪", ("en",)),  # nor are two names
+    ],
+)
+def test_a_page_in_two_scripts_holds_both_languages(text, languages):
+    assert detect_languages(tokenize(normalize(text)), LANGUAGE_VOTES) == languages
+
+
+def test_a_page_quoting_a_post_in_another_script_is_longer_than_the_post():
+    from scrapy_neardup.config import DedupConfig
+    from scrapy_neardup.fingerprint import fingerprint
+    from scrapy_neardup.verify import compare
+
+    config = DedupConfig(extractor="text")
+    post = fingerprint(JAPANESE * 8, config)
+    home = fingerprint(ENGLISH * 4 + JAPANESE * 8, config)
+    assert home.language == post.language == "ja"
+    assert home.spots.size > post.spots.size * 1.3  # the English part's spots count too
+    result = compare(post, home, config)
+    assert result.results["spotsigs"].similarity < 0.8 and not (result.duplicate and not result.weak)
 
 
 def test_real_chinese_articles_are_chinese(zh_texts):
