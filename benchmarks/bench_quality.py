@@ -664,7 +664,7 @@ def sure_bar_table(bench: Bench, names: Sequence[str], default: DedupConfig) -> 
     """P/R/F1 of the pairs a drop-mode crawl drops, by sure bar (NEARDUP_DROP_ABOVE): matches under
     the bar pass tagged. The generated sets (aeb, zh) are scored on their light edits (copies, as
     people call them), as aeb in the summary."""
-    from scrapy_neardup.crawl_settings import CrawlSettings
+    from scrapy_neardup.crawl.settings import CrawlSettings
 
     chosen = CrawlSettings().drop_above
     bars = sorted({0.0, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, *([chosen] if chosen is not None else [])})

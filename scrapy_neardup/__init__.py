@@ -16,6 +16,7 @@ __all__ = [
     "NearDupDownloaderMiddleware",
     "NearDupError",
     "NearDupPipeline",
+    "NearDuplicateItem",
     "SkipPage",
     "compare",
     "fingerprint",
@@ -24,10 +25,11 @@ __version__ = "0.1.0"
 
 # The Scrapy components import Scrapy; load them on first use so the CLI and workers start fast.
 _SCRAPY_NAMES = {
-    "NearDupAddon": "addon",
-    "NearDupDownloaderMiddleware": "middleware",
-    "NearDupSpiderMiddleware": "middleware",
-    "NearDupPipeline": "pipeline",
+    "NearDupAddon": "crawl.addon",
+    "NearDupDownloaderMiddleware": "crawl.middleware",
+    "NearDupSpiderMiddleware": "crawl.middleware",
+    "NearDupPipeline": "crawl.pipeline",
+    "NearDuplicateItem": "crawl.pipeline",
 }
 
 

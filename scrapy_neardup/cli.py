@@ -22,11 +22,11 @@ from .fingerprint import Fingerprint
 from .index import SQLiteIndex
 from .index.sqlite import damage_advice
 from .methods import decision_order
+from .offline.scan import config_of, fingerprint_page, open_named_index, run_scan
+from .offline.sources import read_page_file
 from .report import FORMATS, format_for, render_report, write_index_report, write_report
 from .report.clusters import CANONICAL_POLICIES
 from .report.html_report import TEXT_BUDGET
-from .scan import config_of, fingerprint_page, open_named_index, run_scan
-from .sources import read_page_file
 from .text import storable
 from .verify import Comparison, compare
 
@@ -285,7 +285,7 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from .export import export_to_sqlite
+    from .index.export import export_to_sqlite
 
     with open_named_index(args) as index:
         copied = export_to_sqlite(index, args.db)

@@ -64,7 +64,7 @@ class SiteSpider(scrapy.Spider):
 
 def fill_index(crawler, pages_left: int) -> None:
     """Let the crawl's index grow by ``pages_left`` pages of the file only (PRAGMA max_page_count)."""
-    from scrapy_neardup.session import CrawlSession
+    from scrapy_neardup.crawl.session import CrawlSession
 
     db = CrawlSession.for_crawler(crawler).detector.index.db
     db.execute(f"PRAGMA max_page_count = {db.execute('PRAGMA page_count').fetchone()[0] + pages_left}")

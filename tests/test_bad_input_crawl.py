@@ -138,7 +138,7 @@ def test_every_setting_rejects_a_wrong_value_naming_itself(tmp_path, setting, va
     from scrapy.settings import Settings
 
     from scrapy_neardup.config import DedupConfig
-    from scrapy_neardup.crawl_settings import CrawlSettings
+    from scrapy_neardup.crawl.settings import CrawlSettings
     from scrapy_neardup.exceptions import ConfigError
 
     settings = Settings({"NEARDUP_DB": str(tmp_path / "i.db"), setting: value})

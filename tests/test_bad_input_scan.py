@@ -357,7 +357,7 @@ def _with_length(record: bytes, length: object) -> bytes:
 @pytest.mark.parametrize("wrong", ["times 50", "10 more", "100 fewer", "negative", "absurd"])
 def test_a_wrong_content_length_costs_its_record_only(tmp_path, capsys, caplog, monkeypatch, packing, wrong):
     """A record whose Content-Length is wrong is skipped and named; every record after it is read."""
-    from scrapy_neardup import warc as warc_module
+    from scrapy_neardup.offline import warc as warc_module
 
     records = [_raw_record(f"http://w.example/{n}", HTTP + page(n).encode()) for n in range(6)]
     size = len(HTTP + page(2).encode())
@@ -445,7 +445,7 @@ def test_a_record_over_max_body_is_checked_without_being_read(tmp_path, caplog, 
 
 def test_warc_records_are_named_by_their_offsets(tmp_path):
     """The names an index stores for WARC records: a rescan finds them (their pages are skipped)."""
-    from scrapy_neardup.sources import read_pages
+    from scrapy_neardup.offline.sources import read_pages
 
     records = [_raw_record(f"http://w.example/{n}", HTTP + page(n).encode()) for n in range(3)]
     warc = tmp_path / "named.warc"
@@ -548,8 +548,8 @@ def test_records_without_the_field_are_named_a_few_times_with_the_fields_they_ha
 
 
 def test_the_progress_line_gives_the_rate_and_the_share_read(tmp_path, capsys):
-    from scrapy_neardup.scan import Progress
-    from scrapy_neardup.sources import read_pages
+    from scrapy_neardup.offline.scan import Progress
+    from scrapy_neardup.offline.sources import read_pages
 
     folder = tmp_path / "pages"
     folder.mkdir()

@@ -17,10 +17,10 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse, Request, TextResponse
 from scrapy.utils.test import get_crawler
 
+from scrapy_neardup.crawl.middleware import NearDupDownloaderMiddleware, NearDupSpiderMiddleware
+from scrapy_neardup.crawl.pipeline import NearDuplicateItem, NearDupPipeline
+from scrapy_neardup.crawl.session import CrawlSession
 from scrapy_neardup.index import SQLiteIndex
-from scrapy_neardup.middleware import NearDupDownloaderMiddleware, NearDupSpiderMiddleware
-from scrapy_neardup.pipeline import NearDuplicateItem, NearDupPipeline
-from scrapy_neardup.session import CrawlSession
 
 SITE = Path(__file__).resolve().parent / "site"
 ARTICLE = (SITE / "articles" / "library.html").read_bytes()

@@ -17,7 +17,7 @@ from scrapy.settings import Settings
 
 from scrapy_neardup import workers as workers_module
 from scrapy_neardup.config import DedupConfig
-from scrapy_neardup.crawl_settings import CrawlSettings
+from scrapy_neardup.crawl.settings import CrawlSettings
 from scrapy_neardup.exceptions import ConfigError
 from scrapy_neardup.fingerprint import Fingerprint, fingerprint
 from scrapy_neardup.workers import AUTO_WORKERS_AFTER, WorkerPool, main_script_guarded
@@ -433,7 +433,7 @@ def test_a_failing_index_passes_pages_on_unjudged(tmp_path):
     from scrapy.http import HtmlResponse, Request
     from scrapy.utils.test import get_crawler
 
-    from scrapy_neardup.middleware import NearDupDownloaderMiddleware
+    from scrapy_neardup.crawl.middleware import NearDupDownloaderMiddleware
 
     crawler = get_crawler(settings_dict={"NEARDUP_ENABLED": True, "NEARDUP_DB": str(tmp_path / "i.sqlite")})
     middleware = NearDupDownloaderMiddleware.from_crawler(crawler)

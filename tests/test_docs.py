@@ -63,7 +63,7 @@ def test_settings_reference_documents_every_setting_the_code_names():
 
 def test_the_crawl_knows_every_setting_the_code_names():
     """The names a crawl accepts without a misspelling warning are the ones the package reads."""
-    from scrapy_neardup.crawl_settings import known_settings
+    from scrapy_neardup.crawl.settings import known_settings
 
     assert known_settings() == setting_names()
 

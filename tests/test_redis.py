@@ -284,7 +284,7 @@ def test_reset_removes_the_index_own_keys_only_and_prefixes_are_checked(redis_ur
         RedisIndex(redis_url, CONFIG, f"{base}:taken")
     from scrapy.settings import Settings
 
-    from scrapy_neardup.crawl_settings import CrawlSettings
+    from scrapy_neardup.crawl.settings import CrawlSettings
 
     with pytest.raises(ConfigError, match="NEARDUP_REDIS_KEY"):
         CrawlSettings.from_settings(Settings({"NEARDUP_REDIS_KEY": "*"}), "news")

@@ -10,10 +10,10 @@ import pytest
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from scrapy_neardup import scan as scan_module
 from scrapy_neardup.cli import main
+from scrapy_neardup.offline import scan as scan_module
+from scrapy_neardup.offline.sources import canonical_url, read_pages
 from scrapy_neardup.report.clusters import Member, cluster_members
-from scrapy_neardup.sources import canonical_url, read_pages
 
 
 @pytest.fixture

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urljoin
 
-from .exceptions import InputError
-from .text import looks_like_html, storable
+from ..exceptions import InputError
+from ..text import looks_like_html, storable
 
 logger = logging.getLogger(__name__)
 

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Any
 from itemadapter import ItemAdapter
 from scrapy.exceptions import DropItem, NotConfigured
 
-from .index import Verdict
+from ..index import Verdict
+from ..text import item_extractor
 from .middleware import why_dropped
 from .session import CrawlSession
-from .text import item_extractor
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler

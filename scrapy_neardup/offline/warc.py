@@ -13,9 +13,9 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from .exceptions import one_line
+from ..exceptions import one_line
+from ..text import looks_like_html, storable
 from .sources import Page, Skips, path_name
-from .text import looks_like_html, storable
 from .warc_frames import Damage, Frame, frames
 
 logger = logging.getLogger(__name__)

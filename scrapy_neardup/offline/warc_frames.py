@@ -14,7 +14,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from .exceptions import one_line
+from ..exceptions import one_line
 
 RECORD_START = re.compile(rb"WARC/1\.[0-9]\r?\n")
 HEADER_END = re.compile(rb"\r?\n\r?\n")

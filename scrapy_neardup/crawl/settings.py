@@ -15,10 +15,10 @@ from typing import Any
 from scrapy.settings import BaseSettings
 from scrapy.utils.project import data_path
 
-from .config import MAX_WORKERS, DedupConfig
-from .exceptions import ConfigError, NearDupError
-from .index.base import fit_key_prefix
-from .workers import AUTO_WORKERS_AFTER, default_workers, main_script_guarded
+from ..config import MAX_WORKERS, DedupConfig
+from ..exceptions import ConfigError, NearDupError
+from ..index.base import fit_key_prefix
+from ..workers import AUTO_WORKERS_AFTER, default_workers, main_script_guarded
 
 logger = logging.getLogger("scrapy_neardup")
 
@@ -98,7 +98,7 @@ class CrawlSettings:
         db = default_db_path(settings, spider_name)
         redis_url, redis_key = _redis(settings, spider_name)
         if report is not None:
-            from .report import check_report_path
+            from ..report import check_report_path
 
             try:
                 check_report_path(report, db, "NEARDUP_REPORT")
@@ -107,10 +107,10 @@ class CrawlSettings:
             _check_writable(report, "NEARDUP_REPORT")
         report_format = settings.get("NEARDUP_REPORT_FORMAT")
         if report_format is not None:
-            from .report import check_format
+            from ..report import check_format
 
             check_format(report_format)
-        from .report.clusters import check_policy
+        from ..report.clusters import check_policy
 
         canonical = check_policy(_text(settings, "NEARDUP_CANONICAL", "first-seen"), "NEARDUP_CANONICAL")
         flags = {
@@ -229,7 +229,7 @@ def _choice(settings: BaseSettings, name: str, choices: tuple[str, ...], default
 def remove_index(path: Path) -> None:
     """Delete an index file with its WAL and shared-memory files (NEARDUP_RESET); any other file
     at ``path`` is refused (``IndexFileError``), as the Redis reset refuses keys not its own."""
-    from .index.sqlite_open import holds_index
+    from ..index.sqlite_open import holds_index
 
     if not holds_index(path):
         return  # no file, or an empty one, which becomes the index

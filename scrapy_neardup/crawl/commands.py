@@ -10,10 +10,10 @@ from typing import ClassVar
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
-from .crawl_settings import default_db_path
-from .exceptions import NearDupError
-from .report import FORMATS, format_for, write_report
-from .report.clusters import CANONICAL_POLICIES
+from ..exceptions import NearDupError
+from ..report import FORMATS, format_for, write_report
+from ..report.clusters import CANONICAL_POLICIES
+from .settings import default_db_path
 
 
 class NeardupReportCommand(ScrapyCommand):

@@ -9,10 +9,10 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from .exceptions import InputError
-from .index import SQLiteIndex
-from .index.codecs import spots32
-from .index.redis import RedisIndex
+from ..exceptions import InputError
+from . import SQLiteIndex
+from .codecs import spots32
+from .redis import RedisIndex
 
 
 def export_to_sqlite(source: RedisIndex, out: str | Path) -> int:

@@ -20,14 +20,14 @@ from scrapy import signals
 from scrapy.crawler import Crawler
 from scrapy.statscollectors import StatsCollector
 
-from .config import DedupConfig
-from .crawl_settings import CrawlSettings, remove_index, warn_unknown_settings
-from .detector import Detector
-from .exceptions import NearDupError, one_line
-from .index import Index, SQLiteIndex, Verdict
-from .scope import url_key
-from .signatures.exact import raw_hash
-from .workers import WorkerPool
+from ..config import DedupConfig
+from ..detector import Detector
+from ..exceptions import NearDupError, one_line
+from ..index import Index, SQLiteIndex, Verdict
+from ..scope import url_key
+from ..signatures.exact import raw_hash
+from ..workers import WorkerPool
+from .settings import CrawlSettings, remove_index, warn_unknown_settings
 
 logger = logging.getLogger("scrapy_neardup")
 
@@ -317,7 +317,7 @@ class CrawlSession:
             logger.exception("scrapy-neardup: %s", what)
 
     def write_report(self) -> Path | None:
-        from .report import format_for, write_index_report, write_report
+        from ..report import format_for, write_index_report, write_report
 
         out = self.settings.report
         fmt = self.settings.report_format or format_for(out, "html")
@@ -353,7 +353,7 @@ def _pipeline_on(settings: Any) -> bool:
 def open_index(settings: CrawlSettings, config: DedupConfig) -> Index:
     """The crawl's index, of the backend NEARDUP_BACKEND names."""
     if settings.backend == "redis":
-        from .index.redis import RedisIndex
+        from ..index.redis import RedisIndex
 
         if settings.reset:  # the index alone: keys not its own are refused below, as without a reset
             RedisIndex.reset(settings.redis_url, settings.redis_key)

@@ -16,15 +16,15 @@ import sqlite3
 import sys
 import time
 
-from .config import MAX_WORKERS, DedupConfig
-from .detector import Detector
-from .exceptions import IndexFileError, InputError
-from .fingerprint import Fingerprint, fingerprint
-from .index import SQLiteIndex, Verdict
-from .parent_watch import end_with_parent
-from .report.clusters import load_clusters
-from .scope import scope_key
-from .signatures.exact import raw_hash
+from ..config import MAX_WORKERS, DedupConfig
+from ..detector import Detector
+from ..exceptions import IndexFileError, InputError
+from ..fingerprint import Fingerprint, fingerprint
+from ..index import SQLiteIndex, Verdict
+from ..parent_watch import end_with_parent
+from ..report.clusters import load_clusters
+from ..scope import scope_key
+from ..signatures.exact import raw_hash
 from .sources import Page, Skips, check_input, input_size, read_pages
 
 
@@ -52,7 +52,7 @@ def config_of(args: argparse.Namespace) -> DedupConfig:
 
 def open_named_index(args: argparse.Namespace, config: DedupConfig | None = None):
     """The index the arguments name: an SQLite file, or a Redis index with --redis and --redis-key."""
-    from .index.redis import RedisIndex
+    from ..index.redis import RedisIndex
 
     if not args.redis_key:
         raise InputError("--redis needs --redis-key: the index's key prefix (a crawl's is <spider>:neardup)")

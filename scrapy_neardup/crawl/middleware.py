@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http import HtmlResponse, Request, Response
 
-from .index import Verdict
+from ..index import Verdict
 from .session import CrawlSession
 
 if TYPE_CHECKING:

@@ -1,0 +1,1 @@
+"""Saved pages: readers of folders, JSON-lines feeds and WARC files, and the scan over them."""
