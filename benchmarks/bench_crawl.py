@@ -125,10 +125,10 @@ def addon_steps(site: Path, settings: dict, out: Path) -> None:
 
     from scrapy_neardup import text as text_module
     from scrapy_neardup.config import DedupConfig
-    from scrapy_neardup.detector import Detector
+    from scrapy_neardup.detector import Arrival, Detector
     from scrapy_neardup.exceptions import SkipPage
     from scrapy_neardup.fingerprint import fingerprint
-    from scrapy_neardup.scope import url_key
+    from scrapy_neardup.index import SQLiteIndex
     from scrapy_neardup.signatures.exact import raw_hash
     from scrapy_neardup.text import extract_page
 
@@ -145,12 +145,13 @@ def addon_steps(site: Path, settings: dict, out: Path) -> None:
 
     text_module.EXTRACTOR_FUNCS[config.extractor] = timed_extractor
     pages = sorted(site.rglob("*.html"))
-    with Detector.open(out.with_suffix(".sqlite"), config) as detector:
+    with Detector(config, SQLiteIndex(out.with_suffix(".sqlite"), config)) as detector:
         for path in pages:
             body, url = path.read_bytes(), f"http://127.0.0.1/{path.relative_to(site)}"
             start = time.perf_counter()
-            raw, key = raw_hash(body), url_key(url)
-            copy = detector.check_raw(url, body, key=key, raw=raw)
+            page = Arrival(url, body, "text/html")
+            raw = raw_hash(body)
+            copy = detector.copy_of(page)
             extracted = time.perf_counter()
             spent["raw copy"] += extracted - start
             if copy is not None:
@@ -165,7 +166,7 @@ def addon_steps(site: Path, settings: dict, out: Path) -> None:
             fp = fingerprint(text, config, extractor="text", raw=raw)
             checked = time.perf_counter()
             spent["signatures"] += checked - signed
-            detector.check(url, fp=dataclasses.replace(fp, title=title), key=key)
+            detector.decide(page, dataclasses.replace(fp, title=title), raw=raw)
             spent["index check"] += time.perf_counter() - checked
     spent["text work"] -= spent["extractor"]
     out.write_text(json.dumps({step: seconds * 1000 / len(pages) for step, seconds in spent.items()}))

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from corpus import documents
 
 from scrapy_neardup import DedupConfig
-from scrapy_neardup.detector import Detector
+from scrapy_neardup.detector import Arrival, Detector
 from scrapy_neardup.fingerprint import fingerprint
 from scrapy_neardup.index import SQLiteIndex
 from scrapy_neardup.index.sqlite import file_bytes
@@ -66,7 +66,11 @@ def run(size: int, seed: int, workers: int, folder: Path) -> dict:
     for old in folder.glob(path.name + "*"):  # a kept file from an earlier run
         old.unlink()
     index = SQLiteIndex(path, CONFIG)
-    judge = Detector(CONFIG, index).judge
+    detector = Detector(CONFIG, index)
+
+    def judge(url: str, fp: object) -> object:
+        return detector.decide(Arrival(url, "", revisit=False), fp)
+
     lsh = MinHashLSH(threshold=0.8, num_perm=128)
     ours, peer = np.empty(size), np.empty(size)
     found_ours = found_peer = variants = 0

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_index import CONFIG, prepare
 from corpus import documents
 
-from scrapy_neardup.detector import Detector
+from scrapy_neardup.detector import Arrival, Detector
 from scrapy_neardup.index.redis import RedisIndex
 
 
@@ -94,7 +94,7 @@ def _check_share(url: str, prefix: str, pages: list, barrier, results, count_tri
         barrier.wait()
         started, cpu = time.perf_counter(), time.process_time()
         for page_url, fp, is_variant in pages:
-            found += detector.judge(page_url, fp).duplicate and is_variant
+            found += detector.decide(Arrival(page_url, "", revisit=False), fp).duplicate and is_variant
         elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     results.put((elapsed, found, trips.count if trips else 0, cpu))
 

@@ -162,12 +162,16 @@ def build_index(
 ) -> dict:
     """Fill a real SQLiteIndex at ``path`` with ``n_docs`` synthetic pages; returns its stats."""
     from scrapy_neardup import DedupConfig
-    from scrapy_neardup.detector import Detector
+    from scrapy_neardup.detector import Arrival, Detector
     from scrapy_neardup.index import SQLiteIndex
 
     config = config or DedupConfig(extractor="text")
     index = SQLiteIndex(path, config)
-    judge = Detector(config, index).judge
+    detector = Detector(config, index)
+
+    def judge(url: str, fp: object) -> object:
+        return detector.decide(Arrival(url, "", revisit=False), fp)
+
     try:
         pairs = fingerprints(documents(n_docs, seed), config, workers)
         while True:

@@ -33,7 +33,7 @@ from bench_index import CONFIG, bytes_written, prepare
 from corpus import documents
 
 import scrapy_neardup
-from scrapy_neardup.detector import Detector
+from scrapy_neardup.detector import Arrival, Detector
 from scrapy_neardup.index import SQLiteIndex
 
 
@@ -43,7 +43,11 @@ def replay(path: Path, fingerprints: list, warm: int) -> dict:
         copy = Path(tmp) / path.name
         shutil.copyfile(path, copy)
         index = SQLiteIndex(copy, CONFIG)
-        judge = Detector(CONFIG, index).judge
+        detector = Detector(CONFIG, index)
+
+        def judge(url: str, fp: object) -> object:
+            return detector.decide(Arrival(url, "", revisit=False), fp)
+
         try:
             for i, fp in enumerate(fingerprints[:warm]):
                 judge(f"https://replay.example/warm/{i}", fp)

@@ -18,16 +18,14 @@ from typing import Any
 from . import __version__
 from .config import DedupConfig
 from .exceptions import InputError, NearDupError, one_line
-from .fingerprint import Fingerprint
-from .index import SQLiteIndex
+from .index import open_existing
 from .index.sqlite import damage_advice
-from .methods import decision_order
-from .offline.scan import config_of, fingerprint_page, open_named_index, run_scan
+from .methods import Fingerprint, decision_order
+from .offline.scan import config_of, fingerprint_page, index_spec, run_scan
 from .offline.sources import read_page_file
 from .report import FORMATS, format_for, render_report, write_index_report, write_report
 from .report.clusters import CANONICAL_POLICIES
 from .report.html_report import TEXT_BUDGET
-from .text import storable
 from .verify import Comparison, compare
 
 
@@ -87,6 +85,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=os.cpu_count() or 1,
         help="fingerprinting processes (default: all cores; 0: none)",
+    )
+    scan.add_argument(
+        "--page-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="with workers: seconds a page may take before it is recorded as not judged (timeout); its "
+        "worker is stopped and a new one started (default: 60, as NEARDUP_PAGE_TIMEOUT)",
     )
     scan.add_argument("--batch", type=int, default=256, help="pages per committed transaction (default: 256)")
     scan.add_argument(
@@ -255,39 +261,36 @@ def run_report(args: argparse.Namespace) -> int:
         raise InputError(f"--text-budget: must be 0 or more, got {args.text_budget}")
     fmt = args.format or format_for(args.output)
     progress = sys.stderr.isatty()
-    name = args.db or args.redis_key
-    if args.output:
-        if args.db:
-            out = write_report(
-                args.db, args.output, fmt, args.canonical, progress, text_budget=args.text_budget
-            )
-        else:
-            with open_named_index(args) as index:
-                out = write_index_report(
-                    index,
-                    args.output,
-                    fmt,
-                    args.canonical,
-                    progress,
-                    source=name,
-                    text_budget=args.text_budget,
-                )
-        print(f"wrote the {fmt} report of {name} to {out}", file=sys.stderr)
+    if args.output and args.db:  # a file's report: written whole, never over the index
+        out = write_report(args.db, args.output, fmt, args.canonical, progress, text_budget=args.text_budget)
+        print(f"wrote the {fmt} report of {args.db} to {out}", file=sys.stderr)
         return 0
-    if sys.stdout is None:
+    if not args.output and sys.stdout is None:
         raise InputError("standard output is closed; write the report to a file with -o FILE")
-    with SQLiteIndex.open_existing(args.db) if args.db else open_named_index(args) as index:
+    with open_existing(index_spec(args)) as index:
+        if args.output:
+            out = write_index_report(
+                index,
+                args.output,
+                fmt,
+                args.canonical,
+                progress,
+                source=index.name,
+                text_budget=args.text_budget,
+            )
+            print(f"wrote the {fmt} report of {args.redis_key} to {out}", file=sys.stderr)
+            return 0
         if fmt == "csv" and hasattr(sys.stdout, "reconfigure"):
             sys.stdout.reconfigure(newline="")  # the csv module writes its own line ends
-        source = storable(Path(args.db).name) if args.db else name
-        render_report(index, sys.stdout, fmt, args.canonical, progress, source, args.text_budget)
+        render_report(index, sys.stdout, fmt, args.canonical, progress, index.name, args.text_budget)
     return 0
 
 
 def run_export(args: argparse.Namespace) -> int:
+    from .index import IndexSpec
     from .index.export import export_to_sqlite
 
-    with open_named_index(args) as index:
+    with open_existing(IndexSpec("redis", args.redis, args.redis_key)) as index:
         copied = export_to_sqlite(index, args.db)
     print(f"exported {copied} records of {args.redis_key} to {args.db}", file=sys.stderr)
     return 0

@@ -9,13 +9,34 @@ Scrapy components; this module does not import Scrapy.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import os
+import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from . import methods as registry
 from .exceptions import ConfigError
+from .knobs import (
+    Check,
+    at_least,
+    between,
+    checked,
+    declarations,
+    flag_name,
+    fraction,
+    knob,
+    parse_float,
+    parse_int,
+    parse_modules,
+    parse_names,
+    parse_optional_int,
+    parse_str,
+    parsed,
+    renamed,
+    setting_name,
+)
 from .signatures.spotsigs import ANTECEDENTS
 
 METHODS = registry.BUILT_IN
@@ -54,49 +75,6 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-def _parse_bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off", ""):
-        return False
-    raise ValueError(f"expected true or false, got {value!r}")
-
-
-def _parse_int(value: Any) -> int:
-    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-        raise ValueError(f"expected a whole number, got {value!r}")
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"expected a whole number, got {value!r}") from None
-
-
-def _parse_float(value: Any) -> float:
-    if isinstance(value, bool):
-        raise ValueError(f"expected a number, got {value!r}")
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"expected a number, got {value!r}") from None
-
-
-def _parse_str(value: Any) -> str:
-    if not isinstance(value, str):
-        raise ValueError(f"expected a string, got {value!r}")
-    return value.strip().lower()
-
-
-def _parse_names(value: Any) -> tuple[str, ...]:
-    items = value.split(",") if isinstance(value, str) else value
-    try:
-        return tuple(str(item).strip().lower() for item in items if str(item).strip())
-    except TypeError:
-        raise ValueError(f"expected a list or a comma-separated string, got {value!r}") from None
-
-
 def _parse_specs(value: Any) -> tuple[tuple[int, int], ...]:
     """Spot specs as ``"1:2,2:3"`` or ``[(1, 2), (2, 3)]``: spot distance d, chain length c."""
     items = value.split(",") if isinstance(value, str) else value
@@ -104,22 +82,84 @@ def _parse_specs(value: Any) -> tuple[tuple[int, int], ...]:
     try:
         for item in items:
             pair = item.split(":") if isinstance(item, str) else item
-            d, c = (_parse_int(part) for part in pair)
+            d, c = (parse_int(part) for part in pair)
             specs.append((d, c))
     except (TypeError, ValueError):
         raise ValueError(f"expected 'd:c' pairs such as '1:2,2:3', got {value!r}") from None
     return tuple(specs)
 
 
-def _parse_optional_int(value: Any) -> int | None:
-    return None if value in (None, "", "auto") else _parse_int(value)
+def _one_of(options: tuple[str, ...], what: str) -> Check:
+    def check(value: Any, values: dict[str, Any]) -> str | None:
+        return None if value in options else f"unknown {what} {value!r}; choose from {', '.join(options)}"
+
+    return check
 
 
-def knob(default: Any, parse: Callable[[Any], Any], doc: str) -> Any:
-    """A config field with its parser and the one-line help shown in the README and the CLI."""
-    if isinstance(default, (list, dict, set)):
-        raise TypeError("mutable defaults are not allowed")
-    return field(default=default, metadata={"parse": parse, "doc": doc})
+def _imported(value: Any, values: dict[str, Any]) -> str | None:
+    """Import the modules that register methods of a project's own (a check run first for that)."""
+    for name in value:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # a missing module, or one that fails as it registers
+            return f"cannot import {name} ({type(exc).__name__}: {exc})"
+    return None
+
+
+def load_method_modules(config: DedupConfig) -> None:
+    """Import ``config.method_modules`` in a process that did not build the config (a worker)."""
+    for name in config.method_modules:
+        if name not in sys.modules:
+            importlib.import_module(name)
+
+
+def _known_methods(value: Any, values: dict[str, Any]) -> str | None:
+    unknown = [m for m in value if m not in registry.BY_NAME]
+    if unknown or not value:
+        return f"unknown method(s) {unknown or value!r}; choose from {', '.join(registry.BY_NAME)}"
+    return None
+
+
+def _specs_check(value: Any, values: dict[str, Any]) -> str | None:
+    if not value or any(d < 1 or c < 1 or c > 8 for d, c in value):
+        return f"need at least one spec with distance >= 1 and chain length 1..8, got {value!r}"
+    return None
+
+
+def _idf_low(value: Any, values: dict[str, Any]) -> str | None:
+    return None if 0.0 <= value <= 1.0 else f"must be a fraction in (0, 1], got {value!r}"
+
+
+def _idf_high(value: Any, values: dict[str, Any]) -> str | None:
+    if not 0.0 < value <= 1.0:
+        return f"must be a fraction in (0, 1], got {value!r}"
+    low = values["imatch_idf_low"]
+    return None if value >= low else f"must be at least imatch_idf_low ({low}), got {value!r}"
+
+
+def _bands(value: Any, values: dict[str, Any]) -> str | None:
+    perm = values["minhash_perm"]
+    if value is not None and not 1 <= value <= perm:
+        return f"must be between 1 and minhash_perm ({perm}), got {value!r}"
+    return None
+
+
+def _few_spots_bits(value: Any, values: dict[str, Any]) -> str | None:
+    return None if -1 <= value <= 32 else f"must be -1 (off) or between 0 and 32 bits, got {value!r}"
+
+
+def _bits(value: Any, values: dict[str, Any]) -> str | None:
+    return None if 0 <= value <= 32 else f"must be between 0 and 32 bits, got {value!r}"
+
+
+def _words(value: Any, values: dict[str, Any]) -> str | None:
+    return None if 1 <= value <= 32 else f"must be between 1 and 32, got {value!r}"
+
+
+def _lexicons(value: Any, values: dict[str, Any]) -> str | None:
+    if 0 <= value <= 64:
+        return None
+    return f"must be between 0 and 64 (each one is a lookup key a page), got {value!r}"
 
 
 @dataclass(frozen=True, init=False)
@@ -132,92 +172,133 @@ class DedupConfig:
 
     preset: str = knob(
         "default",
-        _parse_str,
+        parse_str,
         f"starting point for the detection knobs: {', '.join(PRESETS)}; knobs set explicitly override it",
+        _one_of(tuple(PRESETS), "preset"),
+    )
+    method_modules: tuple[str, ...] = knob(
+        (),
+        parse_modules,
+        "modules that register methods of your own (methods.register), imported before the methods "
+        "are read, in the crawl, the scan and each worker process",
+        _imported,
     )
     methods: tuple[str, ...] = knob(
         ("exact", "spotsigs", "simhash"),
-        _parse_names,
+        parse_names,
         f"methods that may call a page a duplicate: {', '.join(METHODS)}",
+        _known_methods,
     )
-    extractor: str = knob("trafilatura", _parse_str, f"main-text extractor: {', '.join(EXTRACTORS)}")
+    extractor: str = knob(
+        "trafilatura",
+        parse_str,
+        f"main-text extractor: {', '.join(EXTRACTORS)}",
+        _one_of(EXTRACTORS, "extractor"),
+    )
     max_body: int = knob(
-        5_000_000, _parse_int, "largest body in bytes that is judged; larger pages are skipped"
+        5_000_000,
+        parse_int,
+        "largest body in bytes that is judged; larger pages are skipped",
+        at_least(1024, " bytes"),
     )
-    min_tokens: int = knob(10, _parse_int, "pages whose main text has fewer tokens are not judged")
-    language: str = knob("auto", _parse_str, f"SpotSigs antecedent set: {', '.join(LANGUAGES)}")
+    min_tokens: int = knob(
+        10, parse_int, "pages whose main text has fewer tokens are not judged", at_least(0)
+    )
+    language: str = knob(
+        "auto", parse_str, f"SpotSigs antecedent set: {', '.join(LANGUAGES)}", _one_of(LANGUAGES, "language")
+    )
     spotsigs_threshold: float = knob(
-        0.3, _parse_float, "SpotSigs multiset Jaccard at or above which pages match"
+        0.3, parse_float, "SpotSigs multiset Jaccard at or above which pages match", fraction()
     )
     spotsigs_min_spots: int = knob(
         12,
-        _parse_int,
+        parse_int,
         "spots (with multiplicity) both pages need for SpotSigs to call them duplicates; "
         "a Jaccard over fewer is noise (listing pages sharing a few teasers)",
+        at_least(0),
     )
     spotsigs_few_spots_bits: int = knob(
         20,
-        _parse_int,
+        parse_int,
         "SimHash distance (of 64 bits) within which a pair with a page under spotsigs_min_spots "
         "spots may still match on SpotSigs: a Jaccard over few spots needs that second witness; "
         "-1: such pairs never match on SpotSigs",
+        _few_spots_bits,
     )
     spotsigs_length_ratio: float = knob(
         0.75,
-        _parse_float,
+        parse_float,
         "token length ratio (shorter / longer) under which a SpotSigs pair must reach "
         "spotsigs_uneven_threshold: pages of unequal length sharing many spots are usually "
         "siblings that share sections, not copies; 0: off",
+        fraction(open_low=False),
     )
     spotsigs_uneven_threshold: float = knob(
-        0.7, _parse_float, "SpotSigs Jaccard a pair of unequal length (see spotsigs_length_ratio) must reach"
+        0.7,
+        parse_float,
+        "SpotSigs Jaccard a pair of unequal length (see spotsigs_length_ratio) must reach",
+        fraction(),
     )
     spotsigs_specs: tuple[tuple[int, int], ...] = knob(
-        ((1, 2),), _parse_specs, "SpotSigs spot specs 'd:c' (distance, chain length), comma-separated"
+        ((1, 2),),
+        _parse_specs,
+        "SpotSigs spot specs 'd:c' (distance, chain length), comma-separated",
+        _specs_check,
     )
     simhash_distance: int = knob(
-        3, _parse_int, "SimHash Hamming distance (of 64 bits) at or below which pages match"
+        3, parse_int, "SimHash Hamming distance (of 64 bits) at or below which pages match", _bits
     )
-    simhash_shingle: int = knob(3, _parse_int, "words per SimHash feature shingle")
+    simhash_shingle: int = knob(3, parse_int, "words per SimHash feature shingle", _words)
     simhash_tables: str = knob(
         "blocks",
-        _parse_str,
+        parse_str,
         "SimHash search: blocks (distance + 1 tables, small indexes) or permuted "
         "(Manku et al.: distance + 2 blocks, keyed in pairs; fewer false candidates past a million pages)",
+        _one_of(("blocks", "permuted"), "SimHash table layout"),
     )
     simhash_confirm: float = knob(
         0.3,
-        _parse_float,
+        parse_float,
         "SpotSigs Jaccard a SimHash match must also reach to count (0 trusts SimHash alone)",
+        fraction(open_low=False),
     )
-    minhash_perm: int = knob(128, _parse_int, "MinHash permutations")
+    minhash_perm: int = knob(128, parse_int, "MinHash permutations", between(16, 1024))
     minhash_threshold: float = knob(
-        0.8, _parse_float, "estimated Jaccard at or above which MinHash pages match"
+        0.8, parse_float, "estimated Jaccard at or above which MinHash pages match", fraction()
     )
-    minhash_shingle: int = knob(3, _parse_int, "words per MinHash shingle")
+    minhash_shingle: int = knob(3, parse_int, "words per MinHash shingle", _words)
     minhash_bands: int | None = knob(
         None,
-        _parse_optional_int,
+        parse_optional_int,
         "LSH bands (rows = permutations // bands); auto picks them for the threshold",
+        _bands,
     )
     shingles_size: int = knob(
-        5, _parse_int, "words per Broder shingle (84 min-hashes, 6 super-shingles of 14)"
+        5, parse_int, "words per Broder shingle (84 min-hashes, 6 super-shingles of 14)", _words
     )
-    shingles_min_agree: int = knob(2, _parse_int, "super-shingles (of 6) that must agree for a match")
+    shingles_min_agree: int = knob(
+        2, parse_int, "super-shingles (of 6) that must agree for a match", between(1, 6)
+    )
     imatch_idf_low: float = knob(
-        0.2, _parse_float, "I-Match keeps terms whose normalized idf is at least this"
+        0.2, parse_float, "I-Match keeps terms whose normalized idf is at least this", _idf_low
     )
-    imatch_idf_high: float = knob(0.95, _parse_float, "... and at most this")
-    imatch_lexicons: int = knob(4, _parse_int, "extra randomized I-Match lexicons (Kolcz et al.)")
-    imatch_drop: float = knob(0.33, _parse_float, "share of terms each randomized lexicon leaves out")
-    ksentence_k: int = knob(3, _parse_int, "sentences hashed by the K-longest-sentences method")
+    imatch_idf_high: float = knob(0.95, parse_float, "... and at most this", _idf_high)
+    imatch_lexicons: int = knob(4, parse_int, "extra randomized I-Match lexicons (Kolcz et al.)", _lexicons)
+    imatch_drop: float = knob(
+        0.33, parse_float, "share of terms each randomized lexicon leaves out", fraction()
+    )
+    ksentence_k: int = knob(3, parse_int, "sentences hashed by the K-longest-sentences method", _words)
     keep_text: int = knob(
-        10_000, _parse_int, "characters of each page's main text kept in the index for the report (0: none)"
+        10_000,
+        parse_int,
+        "characters of each page's main text kept in the index for the report (0: none)",
+        at_least(0),
     )
     scope: str = knob(
         "global",
-        _parse_str,
+        parse_str,
         "pages match only within the same: global (all), domain (registered domain), host",
+        _one_of(SCOPES, "scope"),
     )
 
     def __init__(self, preset: str = "default", **knobs: Any) -> None:
@@ -237,10 +318,7 @@ class DedupConfig:
         self.__post_init__()
 
     def __post_init__(self) -> None:
-        for f in dataclasses.fields(self):
-            problem = _check(f.name, getattr(self, f.name), self)
-            if problem:
-                raise ConfigError(f.name, problem)
+        checked(self)
 
     @property
     def spotsigs_least_spots(self) -> int:
@@ -303,90 +381,24 @@ class DedupConfig:
         return self.minhash_bands, self.minhash_perm // self.minhash_bands
 
     @classmethod
-    def from_settings(cls, settings: Mapping[str, Any] | Any, prefix: str = "NEARDUP_") -> DedupConfig:
+    def from_settings(cls, settings: Mapping[str, Any] | Any) -> DedupConfig:
         """Read ``NEARDUP_<FIELD>`` keys from Scrapy settings or any mapping; errors name the setting."""
-        return cls._build(
-            lambda name: settings.get(prefix + name.upper()), lambda name: prefix + name.upper()
-        )
+        return cls._build(lambda name: settings.get(setting_name(name)), setting_name)
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> DedupConfig:
         """Read CLI options (``None`` = not given); errors name the ``--flag``."""
-        return cls._build(options.get, lambda name: "--" + name.replace("_", "-"))
+        return cls._build(options.get, flag_name)
 
     @classmethod
     def _build(cls, lookup: Callable[[str], Any], label: Callable[[str], str]) -> DedupConfig:
-        values = {}
-        for f in dataclasses.fields(cls):
-            raw = lookup(f.name)
-            if raw is None:
-                continue
-            try:
-                values[f.name] = f.metadata["parse"](raw)
-            except ValueError as exc:
-                raise ConfigError(label(f.name), str(exc)) from None
+        values = parsed(cls, lookup, label)
         try:
             return cls(**values)
         except ConfigError as exc:
-            raise ConfigError(label(exc.setting), str(exc).split(": ", 1)[1]) from None
+            raise renamed(exc, label) from None
 
     @classmethod
     def docs(cls) -> list[tuple[str, Any, str]]:
-        """(field, default, help) rows for the README and the CLI."""
-        return [(f.name, f.default, f.metadata["doc"]) for f in dataclasses.fields(cls)]
-
-
-def _check(name: str, value: Any, config: DedupConfig) -> str | None:
-    """Why a field's value is wrong, or None."""
-    fraction = {
-        "spotsigs_threshold",
-        "spotsigs_uneven_threshold",
-        "minhash_threshold",
-        "imatch_idf_low",
-        "imatch_idf_high",
-        "imatch_drop",
-    }
-    if name == "preset" and value not in PRESETS:
-        return f"unknown preset {value!r}; choose from {', '.join(PRESETS)}"
-    if name == "methods":
-        unknown = [m for m in value if m not in registry.BY_NAME]
-        if unknown or not value:
-            return f"unknown method(s) {unknown or value!r}; choose from {', '.join(registry.BY_NAME)}"
-    elif name == "extractor" and value not in EXTRACTORS:
-        return f"unknown extractor {value!r}; choose from {', '.join(EXTRACTORS)}"
-    elif name == "simhash_tables" and value not in ("blocks", "permuted"):
-        return f"unknown SimHash table layout {value!r}; choose from blocks, permuted"
-    elif name == "scope" and value not in SCOPES:
-        return f"unknown scope {value!r}; choose from {', '.join(SCOPES)}"
-    elif name == "language" and value not in LANGUAGES:
-        return f"unknown language {value!r}; choose from {', '.join(LANGUAGES)}"
-    elif name in fraction and not (0.0 < value <= 1.0 or (name == "imatch_idf_low" and value == 0.0)):
-        return f"must be a fraction in (0, 1], got {value!r}"
-    elif name in ("simhash_confirm", "spotsigs_length_ratio") and not 0.0 <= value <= 1.0:
-        return f"must be a fraction in [0, 1], got {value!r}"
-    elif name == "imatch_idf_high" and value < config.imatch_idf_low:
-        return f"must be at least imatch_idf_low ({config.imatch_idf_low}), got {value!r}"
-    elif name == "spotsigs_specs" and (not value or any(d < 1 or c < 1 or c > 8 for d, c in value)):
-        return f"need at least one spec with distance >= 1 and chain length 1..8, got {value!r}"
-    elif name == "spotsigs_few_spots_bits" and not -1 <= value <= 32:
-        return f"must be -1 (off) or between 0 and 32 bits, got {value!r}"
-    elif name == "simhash_distance" and not 0 <= value <= 32:
-        return f"must be between 0 and 32 bits, got {value!r}"
-    elif name == "minhash_bands" and value is not None and not 1 <= value <= config.minhash_perm:
-        return f"must be between 1 and minhash_perm ({config.minhash_perm}), got {value!r}"
-    elif name == "shingles_min_agree" and not 1 <= value <= 6:
-        return f"must be between 1 and 6, got {value!r}"
-    elif name == "max_body" and value < 1024:
-        return f"must be at least 1024 bytes, got {value!r}"
-    elif name in ("min_tokens", "keep_text", "spotsigs_min_spots") and value < 0:
-        return f"must not be negative, got {value!r}"
-    elif name == "imatch_lexicons" and not 0 <= value <= 64:
-        return f"must be between 0 and 64 (each one is a lookup key a page), got {value!r}"
-    elif (
-        name in ("simhash_shingle", "minhash_shingle", "shingles_size", "ksentence_k")
-        and not 1 <= value <= 32
-    ):
-        return f"must be between 1 and 32, got {value!r}"
-    elif name == "minhash_perm" and not 16 <= value <= 1024:
-        return f"must be between 16 and 1024, got {value!r}"
-    return None
+        """(field, default, help) rows for the docs and the CLI."""
+        return [(f.name, f.default, f.metadata["doc"]) for f in declarations(cls)]

@@ -1,50 +1,82 @@
-"""Detector: fingerprint -> candidates -> verify -> rank -> record, the one place that decides.
+"""Detector: the one road of a page, from its bytes to its verdict.
 
-The Scrapy middleware and pipeline, the offline scan and the tests all hold a Detector;
-none of them computes a signature or ranks matches itself, and no index decides: an index
-finds candidates and stores what the Detector decided, inside one transaction a page.
+The crawl's session, the pipeline and the offline scan hand pages to a Detector and nothing
+else takes these steps: the body's hash, the page's revisit key and scope, the byte-copy
+shortcut, the fingerprint (inline or in the worker pool, within its time budget), the
+decision in one index transaction (``decision``), tried again while another process changes
+what it read, and the test of whether a failure is the index's.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import itertools
+import asyncio
+import contextlib
 import random
 import time
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from .config import DedupConfig
-from .fingerprint import Fingerprint, fingerprint, imatch_with_stats, needed_methods
-from .index import Index, SQLiteIndex, Verdict
-from .index.base import Conflict, Earlier
-from .index.codecs import spots32
-from .methods import decision_order, rank
+from .decision import Decision
+from .exceptions import IndexFailure
+from .fingerprint import Fingerprint, fingerprint
+from .index import Verdict
+from .index.base import Conflict, Index
 from .scope import scope_key, url_key
 from .signatures.exact import raw_hash
-from .verify import compare
+from .workers import WorkerPool
+
+# Tries of one page's transaction while other processes keep changing what it read (Redis);
+# with the back-off below, about half a minute of contention before the page passes unjudged.
+MAX_CONFLICTS = 1000
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """A page as it reaches the road: where it comes from and what names it.
+
+    ``source``: where an offline page was read (a scan resumes by it); without one, the page's
+    canonical URL is its revisit key. ``item``: judged by the pipeline, where one URL may yield
+    several items; ``named``: False for an item without a URL, found again by its body's hash;
+    ``revisit``: False for a page known to be new (an import, a benchmark's pages), which has
+    no revisit key to look up. ``extractor`` overrides the configured one (``text`` for a body
+    that is main text already).
+    """
+
+    url: str
+    body: bytes | str
+    content_type: str | None = None
+    extractor: str | None = None
+    source: str | None = None
+    item: bool = False
+    named: bool = True
+    revisit: bool = True
 
 
 class Detector:
-    """Judges pages against an index with one configuration."""
+    """Judges pages against an index with one configuration, fingerprinting in ``workers``."""
 
-    def __init__(self, config: DedupConfig, index: Index) -> None:
+    def __init__(self, config: DedupConfig, index: Index, workers: WorkerPool | None = None) -> None:
         self.config = config
         self.index = index
-        needed = needed_methods(config)
-        self._verify_methods = tuple(m for m in decision_order() if m in needed)
+        self.workers = workers or WorkerPool(config, 0, None)
+        self._decide = Decision(config, index)
 
-    @classmethod
-    def open(cls, path: str | Path, config: DedupConfig | None = None) -> Detector:
-        """A Detector over the SQLite index file at ``path`` (created when missing)."""
-        config = config or DedupConfig()
-        return cls(config, SQLiteIndex(path, config))
+    # --- the whole road -------------------------------------------------------------------
 
-    def fingerprint(
-        self, body: bytes | str, content_type: str | None = None, raw: int | None = None
-    ) -> Fingerprint:
-        """The page's fingerprint with the signatures this configuration needs."""
-        return fingerprint(body, self.config, content_type=content_type, raw=raw)
+    async def judge(self, page: Arrival) -> Verdict:
+        """Judge and record one page, fingerprinted in a worker when there is a pool.
+
+        A failure of the index raises ``IndexFailure``; any other error is this page's.
+        """
+        raw = raw_hash(page.body)
+        scope, key = self._place(page, raw)
+        copy = self._copy(page, raw, scope, key)
+        if copy is not None:
+            return copy
+        fp = await self.workers.fingerprint(page.body, page.content_type, page.extractor, raw)
+        return self.decide(page, fp, raw=raw)
 
     def check(
         self,
@@ -55,162 +87,145 @@ class Detector:
         fp: Fingerprint | None = None,
         source: str | None = None,
         item: bool = False,
-        key: str | None = None,
     ) -> Verdict:
-        """Judge and record one page; pass ``fp`` when it was fingerprinted elsewhere (a worker).
+        """``judge`` inline, for a caller without an event loop; pass ``fp`` when the page was
+        fingerprinted elsewhere."""
+        page = Arrival(url, body if body is not None else "", content_type, source=source, item=item)
+        if fp is not None:
+            return self.decide(page, fp)
+        if body is None:
+            raise TypeError("check() needs the page body or its fingerprint")
+        raw = raw_hash(body)
+        scope, key = self._place(page, raw)
+        copy = self._copy(page, raw, scope, key)
+        if copy is not None:
+            return copy
+        return self.decide(page, fingerprint(body, self.config, content_type=content_type, raw=raw), raw=raw)
 
-        ``source`` says where an offline page was read, so a resumed scan can skip it; without
-        one (a crawled page) the page's canonical URL finds its own earlier record, so a page
-        seen again is a revisit, never a duplicate of itself. An ``item`` (judged by the pipeline)
-        may share its URL with other items of one page: each keeps a record of its own; ``key``
-        names an item that has no URL (its body's hash).
+    async def judge_many(self, pages: Sequence[Arrival]) -> list[Verdict | Exception]:
+        """Judge pages in their order, fingerprinted together, recorded in one index batch (a scan).
+
+        Byte-identical copies of recorded pages skip their extraction. A page that cannot be
+        fingerprinted is recorded as not judged (``error``), so a resumed scan does not try it
+        again; another failure of one page is returned in its place. ``IndexFailure`` stops
+        the batch, whose pages are then all unrecorded.
         """
-        key = key or (url_key(url) if source is None else None)
-        scope = scope_key(url, self.config.scope)
-        if fp is None:
-            if body is None:
-                raise TypeError("check() needs the page body or its fingerprint")
-            raw = raw_hash(body)
-            copy = self._raw_copy(url, raw, scope, source, key)
-            if copy is not None:
-                return copy
-            fp = self.fingerprint(body, content_type, raw)
-        return self.judge(url, fp, scope, source, key, item)
+        raws = [raw_hash(page.body) for page in pages]
+        places = [self._place(page, raw) for page, raw in zip(pages, raws, strict=True)]
+        originals = [
+            self._guard(lambda p=page, r=raw, s=place[0], k=place[1]: self.index.find_raw(r, s, k))
+            for page, raw, place in zip(pages, raws, places, strict=True)
+        ]
+        fresh = [n for n, original in enumerate(originals) if original is None]
+        fps = dict(zip(fresh, await asyncio.gather(*(self._fingerprint(pages[n], raws[n]) for n in fresh)),
+                       strict=True))  # fmt: skip
+        verdicts: list[Verdict | Exception] = []
+        with self._guarding(), self.index.batch():
+            for n, page in enumerate(pages):
+                try:
+                    verdicts.append(self._one_of_many(page, raws[n], places[n], originals[n], fps.get(n)))
+                except IndexFailure:
+                    raise
+                except Exception as exc:
+                    verdicts.append(exc)
+        return verdicts
 
-    def check_raw(
-        self,
-        url: str,
-        body: bytes | str,
-        *,
-        source: str | None = None,
-        key: str | None = None,
-        raw: int | None = None,
-    ) -> Verdict | None:
+    # --- the steps ------------------------------------------------------------------------
+
+    def decide(self, page: Arrival, fp: Fingerprint, raw: int | None = None) -> Verdict:
+        """The decision on a fingerprinted page in one transaction, tried again while another
+        process changed what it read."""
+        scope, key = self._place(page, raw if raw is not None else fp.raw_hash)
+        return self._atomically(lambda: self._decide(page.url, fp, scope, page.source, key, page.item))
+
+    def _place(self, page: Arrival, raw: int | None) -> tuple[str, str | None]:
+        """The page's scope and its revisit key: its canonical URL, its body's hash for an item
+        without a URL, none for an offline page (its source finds it)."""
+        if page.source is not None or not page.revisit:
+            key = None
+        elif page.named:
+            key = url_key(page.url)
+        else:
+            key = f"item-body:{raw if raw is not None else raw_hash(page.body):032x}"
+        return scope_key(page.url, self.config.scope), key
+
+    def copy_of(self, page: Arrival) -> Verdict | None:
+        """The byte-copy shortcut alone: the page recorded as a copy, or None (it needs the check)."""
+        raw = raw_hash(page.body)
+        return self._copy(page, raw, *self._place(page, raw))
+
+    def _copy(self, page: Arrival, raw: int, scope: str, key: str | None) -> Verdict | None:
         """Record a byte-identical copy of an admitted page without extracting it; None otherwise.
 
-        Identical bodies are the commonest duplicate (mirrors, tracking parameters), and
-        recognizing them costs one hash and one lookup instead of an extraction. ``raw`` is the
-        body's hash where the caller made it already (it then fingerprints with the same).
+        Identical bodies are the commonest duplicate (mirrors, tracking parameters), and this
+        costs one hash and one lookup instead of an extraction.
         """
-        key = key or (url_key(url) if source is None else None)
-        raw = raw if raw is not None else raw_hash(body)
-        return self._raw_copy(url, raw, scope_key(url, self.config.scope), source, key)
+        original = self._guard(lambda: self.index.find_raw(raw, scope, key))
+        return None if original is None else self._record_copy(page, raw, original, scope, key)
 
-    def _raw_copy(
-        self, url: str, raw: int, scope: str, source: str | None, key: str | None
+    def _record_copy(
+        self, page: Arrival, raw: int, original: int, scope: str, key: str | None
     ) -> Verdict | None:
-        original = self.index.find_raw(raw, scope, key)
-        return None if original is None else self.record_copy(url, raw, original, scope, source, key)
-
-    def record_copy(
-        self, url: str, raw: int, original: int, scope: str, source: str | None = None, key: str | None = None
-    ) -> Verdict | None:
-        """Record a byte-identical copy of ``original``; None when the page must have the full check
-        (its key or source was recorded by another process since ``find_raw`` said otherwise)."""
+        """None when the page needs the full check: another process recorded its key or source
+        since ``find_raw`` said otherwise."""
         try:
-            return self.index.record_copy(url, raw, original, scope, source, key)
+            with self._guarding():
+                return self.index.record_copy(page.url, raw, original, scope, page.source, key)
         except Conflict:
             return None
 
-    def judge(
+    async def _fingerprint(self, page: Arrival, raw: int) -> Fingerprint:
+        """A scan's page fingerprint: one that breaks the fingerprint path is a page not judged."""
+        try:
+            return await self.workers.fingerprint(page.body, page.content_type, page.extractor, raw)
+        except Exception as exc:  # MemoryError, RecursionError, a library bug on one page
+            detail = f"{type(exc).__name__}: {exc}"[:300]
+            return Fingerprint(skip_reason="error", skip_detail=detail, raw_hash=raw)
+
+    def _one_of_many(
         self,
-        url: str,
-        fp: Fingerprint,
-        scope: str = "",
-        source: str | None = None,
-        key: str | None = None,
-        many: bool = False,
+        page: Arrival,
+        raw: int,
+        place: tuple[str, str | None],
+        original: int | None,
+        fp: Fingerprint | None,
     ) -> Verdict:
-        """Find the best earlier match of ``fp`` in its scope and record the page, atomically.
-
-        A page not judged is recorded as skipped; a duplicate is recorded with what it
-        duplicates; any other page is admitted and becomes findable. A page whose revisit
-        ``key`` (its canonical URL) has a record already is a revisit: never a duplicate of
-        itself, and its record is updated, not repeated. With ``many`` (items: a page may yield
-        several under one URL), a changed one is recorded beside the others, not over them.
-        """
-        return self._atomically(lambda: self._judge(url, fp, scope, source, key, many))
-
-    def add(self, url: str, fp: Fingerprint, scope: str = "", source: str | None = None) -> Verdict:
-        """Admit a page without checking it (an import of pages known to be distinct)."""
-        stored = dataclasses.replace(fp, spots=spots32(fp.spots))
-        return self._atomically(lambda: self.index.record(url, stored, scope, None, source))
+        if original is not None:
+            copy = self._record_copy(page, raw, original, *place)
+            if copy is not None:
+                return copy
+            fp = fingerprint(page.body, self.config, content_type=page.content_type, raw=raw)
+        return self.decide(page, fp, raw)
 
     def _atomically(self, work: Callable[[], Verdict]) -> Verdict:
-        """``work`` in one index transaction, again while another process changed what it read."""
-        for attempt in itertools.count():
+        """``work`` in one index transaction, again (up to MAX_CONFLICTS) while another process
+        changed what it read."""
+        for attempt in range(MAX_CONFLICTS):
             try:
-                with self.index.transaction():
+                with self._guarding(), self.index.transaction():
                     return work()
             except Conflict:
                 time.sleep(min(0.05, 0.001 * attempt) * random.random())
-        raise AssertionError("unreachable")
+        raise IndexFailure(self.index.path, "other processes changed the index under this page too often")
 
-    def _judge(
-        self, url: str, fp: Fingerprint, scope: str, source: str | None, key: str | None, many: bool
-    ) -> Verdict:
-        index = self.index
-        if source is not None:  # the same source twice (two scans at once): a revisit, recorded once
-            row = index.source_record(source)
-            if row is not None:
-                return Verdict(url, row[0], row[1] == "duplicate", skip_reason=row[2], revisit="unchanged")
-        earlier = index.earlier(key, scope, many)
-        if not fp.judged:
-            if earlier is not None and earlier.status != "skipped":  # a failed fetch keeps the record
-                return Verdict(url, earlier.id, False, skip_reason=fp.skip_reason)
-            return index.record(url, fp, scope, None, source, key, replace=earlier)
-        probe = dataclasses.replace(fp, spots=spots32(fp.spots))
-        if "imatch" in self.config.methods and probe.terms:
-            probe = imatch_with_stats(probe, self.config, index.term_stats(probe.terms))
-        unchanged = self._unchanged(url, probe, scope, earlier)
-        if unchanged is not None:
-            return unchanged
-        replace = None if many else earlier
-        own_ids = earlier.ids if earlier is not None else frozenset()
-        matches = []
-        for cand_id, cand in index.candidates(probe, scope):
-            if cand_id in own_ids:
-                continue
-            result = compare(probe, cand, self.config, self._verify_methods)
-            if result.duplicate:
-                matches.append((rank(result.method), -(result.similarity or 0.0), cand_id, result))
-                if matches[-1][0] == 0 and not index.interrupted_runs:
-                    break  # an exact copy: nothing ranks higher but an older one
-        unconfirmed = index.unconfirmed([m[2] for m in matches])
-        best = min(((m[2] in unconfirmed, *m[:3]), m[3]) for m in matches) if matches else None
-        match = best and (best[0][3], best[1].similarity, best[1].method)
-        weak = best is not None and best[1].weak
-        if best is not None and best[0][0]:  # only pages an interrupted run admitted: let it through
-            verdict = index.record(url, probe, scope, None, source, key, replace=replace)
-            return dataclasses.replace(
-                verdict, duplicate_of=match[0], duplicate_of_url=index.url_of(match[0]), similarity=match[1],
-                method=match[2], unconfirmed=True, weak=weak,
-            )  # fmt: skip
-        verdict = index.record(url, probe, scope, match, source, key, replace=replace)
-        if weak:
-            verdict = dataclasses.replace(verdict, weak=True)
-        if replace is None:  # a new page, or another item of a page's URL
-            return verdict
-        # "unchanged" only while it stays what it was: a duplicate now admitted is new to the output.
-        same = verdict.duplicate and earlier.exact is not None and earlier.exact == probe.exact
-        return dataclasses.replace(verdict, revisit="unchanged" if same else "changed")
+    def _guard(self, work: Callable[[], Any]) -> Any:
+        with self._guarding():
+            return work()
 
-    def _unchanged(self, url: str, probe: Fingerprint, scope: str, earlier: Earlier | None) -> Verdict | None:
-        """A revisit whose content is the same as, or near, one of its own admitted versions."""
-        if earlier is None or not earlier.admitted:
-            return None
-        for own_id, own in self.index.signatures(earlier.admitted, scope):
-            same = compare(probe, own, self.config, self._verify_methods)
-            if same.duplicate:
-                unconfirmed = bool(self.index.unconfirmed([own_id]))  # its item may be lost: not to drop
-                self.index.restamp(own_id)
-                return Verdict(
-                    url, own_id, False, similarity=same.similarity, method=same.method, revisit="unchanged",
-                    unconfirmed=unconfirmed,
-                )  # fmt: skip
-        return None
+    @contextlib.contextmanager
+    def _guarding(self) -> Iterator[None]:
+        """Turn a failure of the index (the backend's own test) into ``IndexFailure``."""
+        try:
+            yield
+        except (IndexFailure, Conflict):
+            raise
+        except Exception as exc:
+            if self.index.is_storage_error(exc):
+                raise IndexFailure(self.index.path, f"{type(exc).__name__}: {exc}", cause=exc) from exc
+            raise
 
     def close(self) -> None:
+        self.workers.close()
         self.index.close()
 
     def __enter__(self) -> Detector:

@@ -48,6 +48,15 @@ class IndexFileError(NearDupError):
         self.path = path
 
 
+class IndexFailure(IndexFileError):
+    """The index failed while a page was judged (a full disk, a lost server, a lock held too
+    long): not the page's fault. ``cause`` is the backend's own error."""
+
+    def __init__(self, path: object, problem: str, cause: BaseException | None = None) -> None:
+        super().__init__(path, problem)
+        self.cause = cause
+
+
 def one_line(text: str, limit: int = 400) -> str:
     """``text`` as one printable line (SQLite and warcio quote damaged bytes in their messages)."""
     text = " ".join(text.split())

@@ -1,4 +1,4 @@
-"""Fingerprint: everything the enabled methods need about a page, computed once.
+"""fingerprint(): everything the enabled methods need about a page, computed once.
 
 ``fingerprint()`` is the whole path from bytes to signatures (DESIGN.md section 1). A
 page that cannot be judged yields a Fingerprint with ``skip_reason`` set instead of an
@@ -8,53 +8,19 @@ exception, so callers count it and move on.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
-
-import numpy as np
 
 from .config import DedupConfig
 from .exceptions import SkipPage
-from .methods import ALL, Page, imatch_of
+from .methods import ALL, Fingerprint, Page, imatch_of
 from .signatures._hashing import token_hashes
 from .signatures.exact import raw_hash
 from .signatures.imatch import CollectionStats
-from .signatures.spotsigs import LANGUAGE_VOTES, SpotSet
+from .signatures.spotsigs import LANGUAGE_VOTES
 from .text import extract_page
 from .tokens import detect_languages, words
 
-_EMPTY_SPOTS = SpotSet(np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.uint32))
-
-
-@dataclass(frozen=True, eq=False)
-class Fingerprint:
-    """A page's signatures. Fields of methods that were not computed stay empty (None or ())."""
-
-    skip_reason: str | None = None
-    skip_detail: str = ""
-    raw_hash: int | None = None
-    token_count: int = 0
-    language: str = "und"
-    text: str = ""
-    title: str = ""
-    exact: int | None = None
-    spots: SpotSet = field(default=_EMPTY_SPOTS)
-    simhash: int | None = None
-    minhash: np.ndarray | None = None
-    minhash_bands: tuple[int, ...] = ()
-    super_shingles: np.ndarray | None = None
-    imatch: tuple[int, ...] = ()
-    terms: tuple[str, ...] = ()  # sorted unique tokens, for I-Match with the index's statistics
-    ksentence: int | None = None
-    # Signatures of registered methods without a field of their own (``methods.register``):
-    # JSON values (ints, strings, lists of them), stored by every index as they are.
-    extra: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def judged(self) -> bool:
-        """False when the page was skipped; ``skip_reason`` says why."""
-        return self.skip_reason is None
+__all__ = ["Fingerprint", "fingerprint", "imatch_with_stats", "needed_methods"]
 
 
 def needed_methods(config: DedupConfig) -> frozenset[str]:

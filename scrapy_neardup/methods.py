@@ -11,10 +11,10 @@ Config, fingerprint, verify, the indexes and the report read this; nothing else 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -31,12 +31,45 @@ from .signatures.similarity import (
     multiset_jaccard,
     super_shingle_agreement,
 )
-from .signatures.spotsigs import ANTECEDENTS, STOPWORDS, spot_signatures
+from .signatures.spotsigs import ANTECEDENTS, STOPWORDS, SpotSet, spot_signatures
 from .tokens import split_sentences, tokenize
 
-if TYPE_CHECKING:
-    from .config import DedupConfig
-    from .fingerprint import Fingerprint
+# The detection settings, a config.DedupConfig: config.py reads this registry to check the method
+# names it is given, so that class is not imported here.
+Config = Any
+
+
+_EMPTY_SPOTS = SpotSet(np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.uint32))
+
+
+@dataclass(frozen=True, eq=False)
+class Fingerprint:
+    """A page's signatures. Fields of methods that were not computed stay empty (None or ())."""
+
+    skip_reason: str | None = None
+    skip_detail: str = ""
+    raw_hash: int | None = None
+    token_count: int = 0
+    language: str = "und"
+    text: str = ""
+    title: str = ""
+    exact: int | None = None
+    spots: SpotSet = field(default=_EMPTY_SPOTS)
+    simhash: int | None = None
+    minhash: np.ndarray | None = None
+    minhash_bands: tuple[int, ...] = ()
+    super_shingles: np.ndarray | None = None
+    imatch: tuple[int, ...] = ()
+    terms: tuple[str, ...] = ()  # sorted unique tokens, for I-Match with the index's statistics
+    ksentence: int | None = None
+    # Signatures of registered methods without a field of their own (``methods.register``):
+    # JSON values (ints, strings, lists of them), stored by every index as they are.
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def judged(self) -> bool:
+        """False when the page was skipped; ``skip_reason`` says why."""
+        return self.skip_reason is None
 
 
 @dataclass(frozen=True)
@@ -80,12 +113,12 @@ class MethodResult:
 class Method:
     name: str
     knob: str  # the setting its threshold is (without NEARDUP_)
-    sign: Callable[[Page, DedupConfig], dict[str, Any]]
-    result: Callable[[Fingerprint, Fingerprint, DedupConfig], MethodResult | None]
-    threshold: Callable[[DedupConfig], float]
+    sign: Callable[[Page, Config], dict[str, Any]]
+    result: Callable[[Fingerprint, Fingerprint, Config], MethodResult | None]
+    threshold: Callable[[Config], float]
     # Lookup values of a page (each a tuple of ints below 2**64) under this method's ``kind``: two
     # pages the method may call duplicates share one. None: found by the SpotSigs search.
-    lookup: Callable[[Fingerprint, DedupConfig], list[tuple[int, ...]]] | None = None
+    lookup: Callable[[Fingerprint, Config], list[tuple[int, ...]]] | None = None
     kind: int = 0  # stored in index files: never reuse a number
 
 
@@ -94,9 +127,7 @@ def function_words(language: str) -> frozenset[str]:
     return ANTECEDENTS.get(language, frozenset()) | STOPWORDS.get(language, frozenset())
 
 
-def imatch_of(
-    terms: Any, language: str, stats: CollectionStats | None, config: DedupConfig
-) -> tuple[int, ...]:
+def imatch_of(terms: Any, language: str, stats: CollectionStats | None, config: Config) -> tuple[int, ...]:
     """I-Match signatures of a page's terms, with a collection's statistics where there are some."""
     low, high = config.imatch_idf_low, config.imatch_idf_high
     lexicon = lexicon_terms(terms, stats, low, high, function_words(language))
@@ -126,7 +157,7 @@ EXACT = Method(
 # --- K longest sentences ----------------------------------------------------------------------
 
 
-def _ksentence_sign(page: Page, config: DedupConfig) -> dict[str, Any]:
+def _ksentence_sign(page: Page, config: Config) -> dict[str, Any]:
     sentences = [tokenize(s) for s in split_sentences(page.text)]
     return {"ksentence": ksentence_hash(sentences, config.ksentence_k)}
 
@@ -144,14 +175,14 @@ KSENTENCE = Method(
 # --- I-Match ----------------------------------------------------------------------------------
 
 
-def _imatch_sign(page: Page, config: DedupConfig) -> dict[str, Any]:
+def _imatch_sign(page: Page, config: Config) -> dict[str, Any]:
     return {
         "imatch": imatch_of(page.tokens, page.language, page.stats, config),
         "terms": tuple(sorted(set(page.tokens))),
     }
 
 
-def _imatch_result(a: Fingerprint, b: Fingerprint, config: DedupConfig) -> MethodResult | None:
+def _imatch_result(a: Fingerprint, b: Fingerprint, config: Config) -> MethodResult | None:
     if not a.imatch or not b.imatch:
         return None
     agree = imatch_agreement(a.imatch, b.imatch)
@@ -172,7 +203,7 @@ IMATCH = Method(
 # --- SpotSigs ---------------------------------------------------------------------------------
 
 
-def _spotsigs_result(a: Fingerprint, b: Fingerprint, config: DedupConfig) -> MethodResult | None:
+def _spotsigs_result(a: Fingerprint, b: Fingerprint, config: Config) -> MethodResult | None:
     if not a.spots.size or not b.spots.size:
         return None
     sim = multiset_jaccard(a.spots, b.spots)
@@ -209,12 +240,12 @@ SPOTSIGS = Method(
 # --- MinHash ----------------------------------------------------------------------------------
 
 
-def _minhash_sign(page: Page, config: DedupConfig) -> dict[str, Any]:
+def _minhash_sign(page: Page, config: Config) -> dict[str, Any]:
     mh = minhash(page.hashes, config.minhash_perm, config.minhash_shingle)
     return {"minhash": mh, "minhash_bands": tuple(band_keys(mh, *config.minhash_lsh))}
 
 
-def _minhash_result(a: Fingerprint, b: Fingerprint, config: DedupConfig) -> MethodResult | None:
+def _minhash_result(a: Fingerprint, b: Fingerprint, config: Config) -> MethodResult | None:
     if a.minhash is None or b.minhash is None:
         return None
     sim = minhash_similarity(a.minhash, b.minhash)
@@ -239,7 +270,7 @@ MINHASH = Method(
 # --- Broder shingles --------------------------------------------------------------------------
 
 
-def _shingles_result(a: Fingerprint, b: Fingerprint, config: DedupConfig) -> MethodResult | None:
+def _shingles_result(a: Fingerprint, b: Fingerprint, config: Config) -> MethodResult | None:
     if a.super_shingles is None or b.super_shingles is None:
         return None
     agree = super_shingle_agreement(a.super_shingles, b.super_shingles)
@@ -278,7 +309,7 @@ def simhash_keys(value: int, distance: int, layout: str = "blocks") -> list[tupl
     return [(t, (parts[i] << 32) | parts[j]) for t, (i, j) in enumerate(pairs)]
 
 
-def _simhash_result(a: Fingerprint, b: Fingerprint, config: DedupConfig) -> MethodResult | None:
+def _simhash_result(a: Fingerprint, b: Fingerprint, config: Config) -> MethodResult | None:
     if a.simhash is None or b.simhash is None:
         return None
     dist = hamming(a.simhash, b.simhash)

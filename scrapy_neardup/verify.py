@@ -9,8 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .config import DedupConfig
-from .fingerprint import Fingerprint
-from .methods import BY_NAME, MethodResult, decision_order
+from .methods import BY_NAME, Fingerprint, MethodResult, decision_order
 
 __all__ = ["Comparison", "MethodResult", "compare", "method_result"]
 

@@ -21,7 +21,7 @@ from functools import partial
 from multiprocessing import get_context
 from pathlib import Path
 
-from .config import DedupConfig
+from .config import DedupConfig, load_method_modules
 from .fingerprint import Fingerprint, fingerprint
 from .parent_watch import end_with_parent
 from .signatures.exact import raw_hash
@@ -39,7 +39,14 @@ WARM_UP = (
 def warm_up(config: DedupConfig) -> None:
     """A new worker's first job: import and load what fingerprinting a page needs."""
     for page in WARM_UP:
-        fingerprint(page, config)
+        fingerprint_job(page, config)
+
+
+def fingerprint_job(body: bytes | str, config: DedupConfig, **options: object) -> Fingerprint:
+    """``fingerprint`` where it runs: a worker is a new process, so the modules that register a
+    project's own methods (NEARDUP_METHOD_MODULES) are imported there first."""
+    load_method_modules(config)
+    return fingerprint(body, config, **options)
 
 
 # A crawl's default pool: one process a core this process may use, up to 4 (each holds an extractor,
@@ -111,7 +118,7 @@ class WorkerPool:
         """The page's fingerprint, from a worker when there is a pool; ``raw``: its body's hash."""
         raw = raw if raw is not None else raw_hash(body)
         config = self.config
-        work = partial(fingerprint, body, config, content_type=content_type, extractor=extractor, raw=raw)
+        work = partial(fingerprint_job, body, config, content_type=content_type, extractor=extractor, raw=raw)
         self._pages += 1
         for _ in range(2):  # a second try when another page's timeout stopped the pool under this one
             pool = self._workers() if self._pages > self.start_after else None

@@ -228,21 +228,22 @@ def test_a_disabled_add_on_builds_no_component(tmp_path):
 
 
 def test_only_sure_duplicates_are_dropped(tmp_path):
+    from scrapy_neardup.crawl.policy import Action, Outcome, Policy
     from scrapy_neardup.index import Verdict
 
     def verdict(method: str, similarity: float, weak: bool = False) -> Verdict:
         return Verdict("http://b/", 2, True, duplicate_of=1, similarity=similarity, method=method, weak=weak)
 
-    session = CrawlSession.for_crawler(make_crawler(tmp_path))
-    assert session.settings.drop_above == 0.65
-    assert session.action_on(verdict("spotsigs", 0.8), item=True) == "dropped"
-    assert session.action_on(verdict("spotsigs", 0.8)) is None  # the page goes on, its links followed
-    assert session.action_on(verdict("spotsigs", 0.6), item=True) == "uncertain"
-    assert session.action_on(verdict("spotsigs", 0.9, weak=True), item=True) == "uncertain"
-    assert session.action_on(verdict("exact", 1.0, weak=True), item=True) == "dropped"
-    assert session.verdict_dict(verdict("spotsigs", 0.6))["sure"] is False
-    every = CrawlSession.for_crawler(make_crawler(tmp_path / "0", NEARDUP_DROP_ABOVE=0))
-    assert every.action_on(verdict("spotsigs", 0.4, weak=True), item=True) == "dropped"
-    ignoring = CrawlSession.for_crawler(make_crawler(tmp_path / "i", NEARDUP_ACTION="ignore"))
-    assert ignoring.action_on(verdict("spotsigs", 0.8)) == "ignored"
-    assert ignoring.action_on(verdict("spotsigs", 0.6)) == "uncertain"
+    policy = CrawlSession.for_crawler(make_crawler(tmp_path)).policy
+    assert policy.action is Action.DROP and policy.drop_above == 0.65  # the defaults
+    assert policy.outcome(verdict("spotsigs", 0.8), item=True) is Outcome.DROPPED
+    assert policy.outcome(verdict("spotsigs", 0.8)) is None  # the page goes on, its links followed
+    assert policy.outcome(verdict("spotsigs", 0.6), item=True) is Outcome.UNCERTAIN
+    assert policy.outcome(verdict("spotsigs", 0.9, weak=True), item=True) is Outcome.UNCERTAIN
+    assert policy.outcome(verdict("exact", 1.0, weak=True), item=True) is Outcome.DROPPED
+    assert policy.as_dict(verdict("spotsigs", 0.6))["sure"] is False
+    every = Policy(Action.DROP, 0.0, False)
+    assert every.outcome(verdict("spotsigs", 0.4, weak=True), item=True) is Outcome.DROPPED
+    ignoring = Policy(Action.IGNORE, 0.65, False)
+    assert ignoring.outcome(verdict("spotsigs", 0.8)) is Outcome.IGNORED
+    assert ignoring.outcome(verdict("spotsigs", 0.6)) is Outcome.UNCERTAIN

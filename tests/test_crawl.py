@@ -441,7 +441,7 @@ def test_a_failing_index_passes_pages_on_unjudged(tmp_path):
     def broken(*args, **kwargs):
         raise OSError("disk full")
 
-    middleware.session.detector.check = broken
+    middleware.session.detector.index.find_raw = broken  # the index fails under the page
     body = (SITE / "articles" / "library.html").read_bytes()
     request = Request("http://example.com/a")
     response = HtmlResponse(request.url, body=body, request=request)

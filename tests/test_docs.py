@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from scrapy_neardup import DedupConfig
+from scrapy_neardup.crawl.policy import Outcome
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "scrapy_neardup"
@@ -38,27 +39,38 @@ def documented(name: str) -> str:
 
 
 def setting_names() -> set[str]:
-    """Every ``NEARDUP_*`` setting the package reads: the names its code spells out, the detection
-    knobs (``DedupConfig``) and the fields of the crawl-side settings class (``NEARDUP_<FIELD>``)."""
+    """Every ``NEARDUP_*`` setting the package reads: the names its code spells out, and every
+    declared setting (``DedupConfig`` and ``CrawlSettings``, read through ``knobs``)."""
+    from scrapy_neardup.crawl.settings import known_settings
+
     names = {match for text in sources().values() for match in SETTING.findall(text)}
-    names |= {f"NEARDUP_{name.upper()}" for name, _, _ in DedupConfig.docs()}
-    for tree in trees().values():
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ClassDef) and node.name == "CrawlSettings":
-                names |= {
-                    f"NEARDUP_{item.target.id.upper()}"
-                    for item in node.body
-                    if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
-                }
-    return names
+    return names | set(known_settings())
 
 
-def test_settings_reference_documents_every_setting_the_code_names():
+def test_settings_reference_documents_every_setting_with_its_default():
+    """docs/settings.md has a row for every declared setting, showing its declared default."""
+    from scrapy_neardup.crawl.settings import CrawlSettings
+    from scrapy_neardup.knobs import declarations, setting_name
+
     reference = documented("settings.md")
+    rows = {
+        line.split("|")[1].strip(): line for line in reference.splitlines() if line.startswith("| `NEARDUP_")
+    }
     names = setting_names()
     assert {"NEARDUP_ENABLED", "NEARDUP_ACTION", "NEARDUP_SPOTSIGS_THRESHOLD"} <= names  # the scan works
     missing = sorted(name for name in names if f"`{name}`" not in reference)
     assert not missing, f"docs/settings.md does not document {missing}"
+    for cls in (DedupConfig, CrawlSettings):
+        for field in declarations(cls):
+            default = field.default
+            if default in (None, (), "") or isinstance(default, tuple):
+                continue  # derived (the index's path, the pool's size) or a list, shown in words
+            shown = getattr(default, "value", default)
+            shown = int(shown) if isinstance(shown, float) and shown.is_integer() else shown
+            row = rows[f"`{setting_name(field.name)}`"]
+            assert f"`{shown}`" in row, (
+                f"{setting_name(field.name)}: docs/settings.md does not show {shown!r}"
+            )
 
 
 def test_the_crawl_knows_every_setting_the_code_names():
@@ -145,9 +157,9 @@ def _local_strings(function: ast.AST, name: str) -> set[str]:
 def stat_keys() -> set[str]:
     """Every stat key the package sets: the literal ones, and each f-string key spelled out.
 
-    ``neardup/skipped/{reason}`` gives one key a skip reason; ``neardup/{what}`` one key a value
-    ``action_on`` returns (what ``acted`` counts); any other placeholder, the strings assigned to
-    it in its function. A new kind of f-string key fails here until this test knows it.
+    ``neardup/skipped/{reason}`` gives one key a skip reason; ``neardup/{outcome.value}`` one key an
+    ``Outcome`` (what ``acted`` counts); any other placeholder, the strings assigned to it in its
+    function. A new kind of f-string key fails here until this test knows it.
     """
     keys = {match for text in sources().values() for match in STAT.findall(text)}
     for tree in trees().values():
@@ -166,7 +178,7 @@ def stat_keys() -> set[str]:
                 if prefix == "neardup/skipped/":
                     values = skip_reasons()
                 elif prefix == "neardup/":
-                    values = set().union(*(_returned_strings(f) for f in _functions("action_on")))
+                    values = {outcome.value for outcome in Outcome}
                 elif isinstance(slot, ast.Name):
                     values = _local_strings(function, slot.id)
                 else:

@@ -14,10 +14,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from detectors import admit, sqlite_detector
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scrapy_neardup import DedupConfig, fingerprint
+from scrapy_neardup import detector as detector_module
 from scrapy_neardup.config import METHODS
 from scrapy_neardup.detector import Detector
 from scrapy_neardup.exceptions import IndexFileError
@@ -95,7 +97,7 @@ def index_methods(config: DedupConfig) -> tuple[str, ...]:
 
 
 def run_index(path: Path, config: DedupConfig, pages: list[tuple[str, str]]) -> list[tuple[bool, int | None]]:
-    with Detector.open(path, config) as detector:
+    with sqlite_detector(path, config) as detector:
         return [(v.duplicate, v.duplicate_of) for v in (detector.check(url, text) for url, text in pages)]
 
 
@@ -230,7 +232,7 @@ def test_imatch_takes_idf_from_the_index(tmp_path, aeb_pages):
     """I-Match's idf band comes from the index's own document frequencies of admitted pages."""
     config = DedupConfig(methods=("imatch",), extractor="plain", imatch_idf_low=0.05, imatch_idf_high=0.9)
     bodies = list(aeb_pages.values())[:30]
-    with Detector.open(tmp_path / "imatch.db", config) as detector:
+    with sqlite_detector(tmp_path / "imatch.db", config) as detector:
         verdicts = [detector.check(f"http://a.example/{i}", body) for i, body in enumerate(bodies)]
         copy = detector.check("http://b.example/copy", bodies[7])
         db = detector.index.db
@@ -280,8 +282,8 @@ def test_frozen_rarest_first_order_stays_exact(tmp_path, aeb_pages, monkeypatch,
     if bucket_bits == 4:
         assert len(rare) <= 16
     # A process opening the file later reads the same frozen order and the same answers.
-    with Detector.open(tmp_path / "frozen.db", config) as detector:
-        verdict = detector.judge("http://late.example/", fingerprint(pages[1][1], config))
+    with sqlite_detector(tmp_path / "frozen.db", config) as detector:
+        verdict = detector.check("http://late.example/", fp=fingerprint(pages[1][1], config))
         assert verdict.duplicate and detector.index.spots.classes is not None
 
 
@@ -314,9 +316,9 @@ def test_pages_added_unchecked_to_a_frozen_file_are_found(tmp_path, aeb_pages, m
     path, checked = tmp_path / "frozen.db", tmp_path / "checked.db"
     assert not any(dup for dup, _ in run_index(checked, config, pages[:40]))
     run_index(path, config, pages[:20])  # the 20th check freezes the order
-    with Detector.open(path, config) as detector:
+    with sqlite_detector(path, config) as detector:
         for i, (url, text) in enumerate(pages[20:40], start=21):
-            assert detector.add(url, fingerprint(text, config)).doc_id == i
+            assert admit(detector, url, fingerprint(text, config)).doc_id == i
     assert posting_lists(path) == posting_lists(checked)
     found = run_index(path, config, pages[40:])
     assert found == brute_force(config, pages)[40:]
@@ -404,9 +406,9 @@ def test_larger_pages_asking_more_shared_spots_find_what_brute_force_finds(
     with monkeypatch.context() as patch:
         patch.setattr(spot_search, "LARGE_PAGE_SPOTS", large)
         patch.setattr(sqlite_spots, "FREEZE_AT", 3 if frozen else 5000)
-        with Detector.open(path, config) as detector:
+        with sqlite_detector(path, config) as detector:
             fps = [Fingerprint(token_count=50, spots=spots) for spots in spot_sets]
-            found = [detector.judge(f"http://a.example/{i}", fp) for i, fp in enumerate(fps)]
+            found = [detector.check(f"http://a.example/{i}", fp=fp) for i, fp in enumerate(fps)]
     found = [verdict.duplicate_of for verdict in found]
     assert found == expected
 
@@ -429,7 +431,7 @@ def test_pages_with_more_spot_keys_than_one_query_binds(tmp_path, aeb_pages):
     """Key ranges beyond SQLite's variable limit are queried in chunks whose counts add up."""
     pages = edited_corpus(aeb_pages, 25, copies=10, every=10, seed=4)
     config = DedupConfig(methods=("spotsigs",), extractor="text")
-    with Detector.open(tmp_path / "chunks.db", config) as detector:
+    with sqlite_detector(tmp_path / "chunks.db", config) as detector:
         detector.index.spots.max_ranges = 1  # one key range a query: every count is summed
         found = [(v.duplicate, v.duplicate_of) for v in (detector.check(u, t) for u, t in pages)]
     assert found == brute_force(config, pages)
@@ -453,10 +455,10 @@ def test_partitions_follow_the_paper():
 def test_reopening_gives_the_same_answers(tmp_path, aeb_pages):
     bodies = list(aeb_pages.values())[:6]
     path = tmp_path / "reopen.db"
-    with Detector.open(path) as detector:
+    with sqlite_detector(path) as detector:
         for i, body in enumerate(bodies):
             assert not detector.check(f"http://a.example/{i}", body).duplicate
-    with Detector.open(path) as detector:
+    with sqlite_detector(path) as detector:
         verdict = detector.check("http://b.example/copy", bodies[2])
         assert verdict.duplicate and verdict.duplicate_of_url == "http://a.example/2"
         stats = detector.index.stats()
@@ -465,7 +467,7 @@ def test_reopening_gives_the_same_answers(tmp_path, aeb_pages):
 
 def test_every_page_is_recorded_including_skips_and_duplicates(tmp_path, aeb_pages):
     body = next(iter(aeb_pages.values()))
-    with Detector.open(tmp_path / "all.db") as detector:
+    with sqlite_detector(tmp_path / "all.db") as detector:
         detector.check("http://a.example/1", body)
         detector.check("http://a.example/2", body)
         skipped = detector.check("http://a.example/img", b"\x89PNG\r\n\x1a\n....")
@@ -479,14 +481,14 @@ def test_every_page_is_recorded_including_skips_and_duplicates(tmp_path, aeb_pag
 
 def test_titles_and_texts_are_kept_for_the_report(tmp_path, aeb_pages):
     body = next(iter(aeb_pages.values()))
-    with Detector.open(tmp_path / "t.db", DedupConfig(keep_text=500)) as detector:
+    with sqlite_detector(tmp_path / "t.db", DedupConfig(keep_text=500)) as detector:
         verdict = detector.check("http://a.example/1", body)
         record = detector.index.get(verdict.doc_id)
         text = detector.index.text(verdict.doc_id)
     fp = fingerprint(body, DedupConfig())
     assert record["title"] and record["title"] == fp.title
     assert text == fp.text[:500]
-    with Detector.open(tmp_path / "none.db", DedupConfig(keep_text=0)) as detector:
+    with sqlite_detector(tmp_path / "none.db", DedupConfig(keep_text=0)) as detector:
         assert detector.index.text(detector.check("http://a.example/1", body).doc_id) is None
 
 
@@ -530,7 +532,7 @@ def test_unwritable_location_fails_clearly(tmp_path):
 
 def _checker(path: str, texts: list[str], out) -> None:
     config = DedupConfig(extractor="text")
-    with Detector.open(path, config) as detector:
+    with sqlite_detector(path, config) as detector:
         out.put(
             [detector.check(f"http://p{os.getpid()}.example/{i}", t).duplicate for i, t in enumerate(texts)]
         )
@@ -564,10 +566,10 @@ config = DedupConfig(extractor="text", min_tokens=5)
 index = SQLiteIndex(sys.argv[1], config)
 detector = Detector(config, index)
 for i in range(20):
-    detector.judge(f"http://c.example/{i}", fingerprint(f"the committed page {i} " * 20, config))
+    detector.check(f"http://c.example/{i}", fp=fingerprint(f"the committed page {i} " * 20, config))
 with index.batch():
     for i in range(20):
-        detector.judge(f"http://b.example/{i}", fingerprint(f"the batched page {i} " * 20, config))
+        detector.check(f"http://b.example/{i}", fp=fingerprint(f"the batched page {i} " * 20, config))
     os._exit(9)  # killed in the middle of a batch
 """
 
@@ -588,8 +590,8 @@ def test_wal_is_copied_back_beside_the_checks_and_the_thread_stops_on_close(tmp_
     config = DedupConfig(extractor="text", min_tokens=5)
     index = SQLiteIndex(path, config)
     for i in range(30):
-        Detector(config, index).judge(
-            f"http://w.example/{i}", fingerprint(f"page {i} of the wal test " * 30, config)
+        Detector(config, index).check(
+            f"http://w.example/{i}", fp=fingerprint(f"page {i} of the wal test " * 30, config)
         )
     pages = index.db.execute("PRAGMA page_count").fetchone()[0]
     assert pages < sqlite_file.WAL_AUTOCHECKPOINT
@@ -607,8 +609,8 @@ def test_wal_is_copied_back_beside_the_checks_and_the_thread_stops_on_close(tmp_
 def test_an_index_without_a_wal_starts_no_checkpoint_thread():
     config = DedupConfig(extractor="text", min_tokens=5)
     with SQLiteIndex(":memory:", config) as index:
-        Detector(config, index).judge(
-            "http://m.example/", fingerprint("the one page in memory " * 20, config)
+        Detector(config, index).check(
+            "http://m.example/", fp=fingerprint("the one page in memory " * 20, config)
         )
         assert index.db.execute("PRAGMA journal_mode").fetchone()[0] == "memory"
         assert index.file._checkpointer._thread is None  # none made, none started
@@ -616,22 +618,23 @@ def test_an_index_without_a_wal_starts_no_checkpoint_thread():
 
 def test_byte_identical_copies_skip_extraction(tmp_path, aeb_pages, monkeypatch):
     bodies = list(aeb_pages.values())[:2]
-    with Detector.open(tmp_path / "raw.db") as detector:
+    with sqlite_detector(tmp_path / "raw.db") as detector:
         first = detector.check("http://a.example/1", bodies[0])
         detector.check("http://a.example/2", bodies[1])
 
         def no_extraction(*args, **kwargs):
             raise AssertionError("an identical body was extracted again")
 
-        monkeypatch.setattr(detector, "fingerprint", no_extraction)
-        copy = detector.check("http://mirror.example/1?utm_source=x", bodies[0])
+        with monkeypatch.context() as patch:
+            patch.setattr(detector_module, "fingerprint", no_extraction)
+            copy = detector.check("http://mirror.example/1?utm_source=x", bodies[0])
         assert copy.duplicate and copy.duplicate_of == first.doc_id and copy.method == "exact"
         record = detector.index.get(copy.doc_id)
         assert record["tokens"] == detector.index.get(first.doc_id)["tokens"] > 0
         assert record["title"] == detector.index.get(first.doc_id)["title"]
         # In another scope the same body is judged afresh (and admitted there).
     config = DedupConfig(scope="host")
-    with Detector.open(tmp_path / "host.db", config) as detector:
+    with sqlite_detector(tmp_path / "host.db", config) as detector:
         detector.check("http://a.example/1", bodies[0])
         assert not detector.check("http://b.example/1", bodies[0]).duplicate
 
@@ -641,10 +644,10 @@ def test_copies_of_a_text_are_found_before_the_spot_search(tmp_path, aeb_pages, 
     and the copy it names is the oldest one, as when every candidate is compared."""
     texts = [main_text(body) for body in list(aeb_pages.values())[:2]]
     near = texts[0].replace(".", ". Indeed,", 3)
-    with Detector.open(tmp_path / "copies.db", DedupConfig(extractor="text")) as detector:
+    with sqlite_detector(tmp_path / "copies.db", DedupConfig(extractor="text")) as detector:
         # Admitted unchecked: a near-duplicate older than the text, then the text, twice.
         near_id, first_id, _ = (
-            detector.add(url, detector.fingerprint(text)).doc_id
+            admit(detector, url, fingerprint(text, detector.config)).doc_id
             for url, text in [("http://a.example/near", near), ("http://a.example/1", texts[0]),
                               ("http://a.example/2", texts[0])]
         )  # fmt: skip
@@ -664,7 +667,8 @@ def _open_and_check(path: str, text: str, barrier, results) -> None:
     try:
         config = DedupConfig(extractor="text", min_tokens=5)
         with SQLiteIndex(path, config) as index:
-            verdict = Detector(config, index).judge("http://same.example/", fingerprint(text, config))
+            url = f"http://same.example/{os.getpid()}"  # one page, copied: no revisit of another's
+            verdict = Detector(config, index).check(url, fp=fingerprint(text, config))
             results.put(verdict.duplicate)
     except Exception as exc:  # reported to the parent, which fails the test with it
         results.put(repr(exc))
@@ -783,7 +787,7 @@ def test_document_ids_past_the_posting_lists_range_fail_clearly(tmp_path, aeb_pa
     """Posting lists hold uint32 ids: a file past that says so instead of wrapping ids around."""
     monkeypatch.setattr(sqlite_spots, "MAX_DOC", 2)
     texts = [fingerprint(body, DedupConfig(extractor="plain")).text for body in list(aeb_pages.values())[:3]]
-    with Detector.open(tmp_path / "full.db", DedupConfig(extractor="text")) as detector:
+    with sqlite_detector(tmp_path / "full.db", DedupConfig(extractor="text")) as detector:
         detector.check("http://a.example/1", texts[0])
         detector.check("http://a.example/2", texts[1])
         with pytest.raises(IndexFileError, match=r"full\.db.*below 2\*\*32"):

@@ -8,8 +8,9 @@ import subprocess
 import sys
 import time
 
+from detectors import sqlite_detector
+
 from scrapy_neardup import DedupConfig
-from scrapy_neardup.detector import Detector
 from scrapy_neardup.index.runs import running
 
 CONFIG = DedupConfig(min_tokens=20)
@@ -76,7 +77,7 @@ def test_a_scan_keys_pages_on_their_source_not_their_url(open_detector):
 
 def _interrupted_run(path) -> int:
     """An index holding STORY admitted by a run that never ended, its process gone."""
-    with Detector.open(path, CONFIG) as detector:
+    with sqlite_detector(path, CONFIG) as detector:
         detector.index.begin_run("drop")
         doc = detector.check("https://a.example/story", page(STORY)).doc_id
     with sqlite3.connect(path) as con:
@@ -86,7 +87,7 @@ def _interrupted_run(path) -> int:
 
 def test_pages_an_interrupted_run_admitted_are_unconfirmed(tmp_path):
     original = _interrupted_run(tmp_path / "i.db")
-    with Detector.open(tmp_path / "i.db", CONFIG) as detector:
+    with sqlite_detector(tmp_path / "i.db", CONFIG) as detector:
         detector.index.begin_run("drop")
         first = detector.check("https://b.example/copy", page(STORY))
         second = detector.check("https://c.example/copy", page(STORY))
@@ -98,7 +99,7 @@ def test_pages_an_interrupted_run_admitted_are_unconfirmed(tmp_path):
 
 def test_a_revisit_confirms_a_page_an_interrupted_run_admitted(tmp_path):
     original = _interrupted_run(tmp_path / "i.db")
-    with Detector.open(tmp_path / "i.db", CONFIG) as detector:
+    with sqlite_detector(tmp_path / "i.db", CONFIG) as detector:
         detector.index.begin_run("drop")
         assert detector.check("https://a.example/story", page(STORY)).revisit == "unchanged"
         copy = detector.check("https://b.example/copy", page(STORY))

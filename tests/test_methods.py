@@ -11,6 +11,7 @@ import json
 
 import pytest
 import xxhash
+from detectors import admit, sqlite_detector
 
 from scrapy_neardup import DedupConfig, compare, fingerprint, methods
 from scrapy_neardup.methods import Method, MethodResult
@@ -62,9 +63,8 @@ def test_a_registered_method_decides_on_every_backend(first_words, open_detector
 
 
 def test_a_registered_method_is_reported(first_words, tmp_path):
-    from scrapy_neardup.detector import Detector
 
-    with Detector.open(tmp_path / "i.db", first_words) as detector:
+    with sqlite_detector(tmp_path / "i.db", first_words) as detector:
         detector.check("http://a.example/1", A)
         detector.check("http://b.example/1", B)
     out = write_report(tmp_path / "i.db", tmp_path / "r.json", "json")
@@ -90,16 +90,45 @@ def test_an_unregistered_method_is_refused_by_the_settings():
 def test_a_method_put_before_exact_keeps_the_oldest_match_first(tmp_path):
     """Exact copies are looked up first only while nothing outranks them: with a method ahead of
     exact, the oldest page it matches is named, as when every candidate is compared."""
-    from scrapy_neardup.detector import Detector
 
     methods.register(FIRST_WORDS, before="exact")
     try:
         config = DedupConfig(extractor="text", min_tokens=5, methods=("first_words", "exact"))
-        with Detector.open(tmp_path / "i.db", config) as detector:
-            older, copied = (detector.add(url, fingerprint(text, config)).doc_id for url, text in [
+        with sqlite_detector(tmp_path / "i.db", config) as detector:
+            older, copied = (admit(detector, url, fingerprint(text, config)).doc_id for url, text in [
                 ("http://a.example/1", A), ("http://b.example/1", B)
             ])  # fmt: skip
             verdict = detector.check("http://c.example/1", B + "\n")  # B's copy, not byte for byte
     finally:
         methods.unregister("first_words")
     assert (verdict.duplicate_of, verdict.method) == (older, "first_words") and older < copied
+
+
+def test_a_method_a_project_registers_decides_in_the_worker_processes(tmp_path):
+    """NEARDUP_METHOD_MODULES names the module that registers it; each worker imports it too, so
+    a pool's fingerprints carry its signature and it decides as inline."""
+    from crawling import ADDON, crawl, serve
+
+    opening = "the town council met on tuesday evening to"
+    site = tmp_path / "site"
+    site.mkdir()
+    for name, words in (("a", "alpha beta gamma"), ("b", "delta omega sigma")):
+        story = " ".join(f"{w}{i}" for i in range(40) for w in words.split())
+        (site / f"{name}.html").write_text(
+            f"<html><body><article><p>{opening} {story}</p></article></body></html>"
+        )
+    (site / "index.html").write_text(
+        '<html><body><a href="a.html">a</a> <a href="b.html">b</a></body></html>'
+    )
+    settings = {
+        **ADDON, "NEARDUP_DB": str(tmp_path / "plugin.sqlite"), "NEARDUP_METHOD_MODULES": "plugin_methods",
+        "NEARDUP_METHODS": "opening,exact", "NEARDUP_WORKERS": 2, "NEARDUP_WORKERS_AFTER": 0,
+        "CONCURRENT_REQUESTS": 1, "NEARDUP_ACTION": "tag",
+    }  # fmt: skip
+    with serve(site) as base:
+        result = crawl(tmp_path, [base + "/index.html"], settings)
+    tags = {item["url"].rsplit("/", 1)[1]: item["neardup"] for item in result["items"]}
+    first, second = sorted(("a.html", "b.html"), key=lambda n: tags[n]["duplicate"])
+    assert tags[second]["duplicate"] and tags[second]["method"] == "opening"
+    assert not tags[first]["duplicate"]
+    assert "plugin_methods" not in result["stderr"]  # no import error in any process

@@ -19,6 +19,7 @@ import uuid
 
 import pytest
 from crawling import ADDON, crawl, expected, path_of, stats_match_truth
+from detectors import sqlite_detector
 
 from scrapy_neardup import DedupConfig
 from scrapy_neardup.detector import Detector
@@ -250,7 +251,7 @@ def test_scan_report_and_export_work_from_redis(tmp_path, capsys, aeb_pages, red
     exported = tmp_path / "exported.db"
     assert main(["export", "--redis", redis_url, "--redis-key", key, "--db", str(exported)]) == 0
     assert clusters("--db", str(exported)) == from_redis
-    with Detector.open(exported) as detector:  # a working index: its pages are findable
+    with sqlite_detector(exported) as detector:  # a working index: its pages are findable
         copy = (folder / "1.html").read_bytes().replace(b"<body", b"<body data-copy='2'", 1)
         assert detector.check("http://elsewhere.example/1", copy).duplicate
     assert main(["report", "--redis", redis_url, "--format", "json"]) == 2

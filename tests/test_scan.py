@@ -10,8 +10,9 @@ import pytest
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
+from scrapy_neardup import workers as workers_module
 from scrapy_neardup.cli import main
-from scrapy_neardup.offline import scan as scan_module
+from scrapy_neardup.index import SQLiteIndex
 from scrapy_neardup.offline.sources import canonical_url, read_pages
 from scrapy_neardup.report.clusters import Member, cluster_members
 
@@ -177,14 +178,12 @@ def test_a_byte_identical_copy_is_recorded_without_its_extraction(tmp_path, caps
     db = tmp_path / "index.db"
     scan(capsys, str(first), "--db", str(db))
     extracted = []
-    real = scan_module.fingerprint_page
+    real = workers_module.fingerprint
     monkeypatch.setattr(
-        scan_module,
-        "fingerprint_page",
-        lambda config, page, *a: extracted.append(page.source) or real(config, page, *a),
+        workers_module, "fingerprint", lambda body, *a, **k: extracted.append(body) or real(body, *a, **k)
     )
     assert "1 duplicates" in scan(capsys, str(second), "--db", str(db))
-    assert [Path(source).name for source in extracted] == ["other.html"]
+    assert extracted == [articles[1]]
     (cluster,) = report(capsys, db)["clusters"]
     assert [m.get("method") for m in cluster["members"]] == [None, "exact"]
 
@@ -199,13 +198,13 @@ def test_a_copy_another_scan_recorded_meanwhile_is_counted_once(tmp_path, capsys
     (second / "copy.html").write_bytes(articles[0])
     db = tmp_path / "index.db"
     scan(capsys, str(first), "--db", str(db))
-    real = scan_module.Detector.record_copy
+    real = SQLiteIndex.record_copy
 
-    def raced(detector, url, raw, original, scope, source=None, key=None):
-        real(detector, url, raw, original, scope, source, key)  # the other scan, first
-        return real(detector, url, raw, original, scope, source, key)
+    def raced(index, url, raw, original, scope="", source=None, key=None):
+        real(index, url, raw, original, scope, source, key)  # the other scan, first
+        return real(index, url, raw, original, scope, source, key)
 
-    monkeypatch.setattr(scan_module.Detector, "record_copy", raced)
+    monkeypatch.setattr(SQLiteIndex, "record_copy", raced)
     out = scan(capsys, str(second), "--db", str(db))
     assert "scanned 0 pages (1 already in the index): 0 duplicates" in out
     with sqlite3.connect(db) as con:

@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING, Any
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http import HtmlResponse, Request, Response
 
+from ..detector import Arrival
 from ..index import Verdict
+from .policy import Action, Outcome, why_dropped
 from .session import CrawlSession
 
 if TYPE_CHECKING:
@@ -63,15 +65,16 @@ class NearDupDownloaderMiddleware:
             if reason == "opted_out":  # nor are the page's items judged by the pipeline
                 request.meta[PAGE_VERDICT] = Verdict(response.url, None, False, skip_reason=reason)
             return response  # any other page's items (JSON, a feed) are judged by the pipeline
-        verdict = await self.session.judge(response.url, response.body, _content_type(response))
+        verdict = await self.session.judge(Arrival(response.url, response.body, _content_type(response)))
         request.meta[PAGE_VERDICT] = verdict  # for NearDupSpiderMiddleware: the page's items
-        what = self.session.action_on(verdict)
-        if what is not None:
-            self.session.acted(verdict, what)
-        if what == "ignored":
+        policy = self.session.policy
+        outcome = policy.outcome(verdict)
+        if outcome is not None:
+            self.session.acted(verdict, outcome)
+        if outcome is Outcome.IGNORED:
             raise IgnoreRequest(why_dropped(verdict))
-        if self.session.settings.action == "tag" or verdict.duplicate:
-            request.meta["neardup"] = self.session.verdict_dict(verdict)
+        if policy.action is Action.TAG or verdict.duplicate:
+            request.meta["neardup"] = policy.as_dict(verdict)
         return response
 
     @staticmethod
@@ -87,13 +90,6 @@ class NearDupDownloaderMiddleware:
         if not response.body.strip():
             return "empty"
         return None
-
-
-def why_dropped(verdict: Verdict) -> str:
-    """The reason a dropped request or item gives."""
-    if verdict.duplicate:
-        return f"near-duplicate of {verdict.duplicate_of_url}"
-    return "unchanged since an earlier crawl (NEARDUP_DROP_UNCHANGED)"
 
 
 def _content_type(response: Response) -> str | None:

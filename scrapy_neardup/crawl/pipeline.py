@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Any
 from itemadapter import ItemAdapter
 from scrapy.exceptions import DropItem, NotConfigured
 
+from ..detector import Arrival
 from ..index import Verdict
 from ..text import item_extractor
-from .middleware import why_dropped
+from .policy import Action, Outcome, why_dropped
 from .session import CrawlSession
 
 if TYPE_CHECKING:
@@ -65,27 +66,27 @@ class NearDupPipeline:
 
     async def process_item(self, item: Any, spider: Any = None) -> Any:
         adapter = ItemAdapter(item)
-        settings = self.session.settings
-        url = adapter.get(settings.url_field)
-        url = url if isinstance(url, str) else None
-        verdict = self.session.verdict_for(item, url)
-        reused = verdict is not None  # the page's verdict: counted where it was made
-        if verdict is None:
+        session = self.session
+        verdict = session.verdict_for(item)
+        own = verdict is None  # not a judged page's item: judged here, by its content
+        if own:
             content = self._content(adapter)
             if content is None:
-                self.session.skipped("no_content")
+                session.skipped("no_content")
                 self._warn_no_content(adapter)
                 return item
             self._items += 1
-            extractor = item_extractor(content)
+            url = adapter.get(session.settings.url_field)
+            url = url if isinstance(url, str) else None
             name = url or f"item:{self._items}"
-            verdict = await self.session.judge(name, content, extractor=extractor, item=True, named=bool(url))
-        what = self.session.action_on(verdict, item=True)
-        if what is not None and not (reused and what in ("tagged", "uncertain")):  # counted by the page
-            self.session.acted(verdict, what)
-        if what in ("dropped", "dropped/unchanged"):
+            page = Arrival(name, content, extractor=item_extractor(content), item=True, named=bool(url))
+            verdict = await session.judge(page)
+        outcome = session.policy.outcome(verdict, item=True)
+        if outcome is not None and (own or outcome not in (Outcome.TAGGED, Outcome.UNCERTAIN)):
+            session.acted(verdict, outcome)  # a page's tag is counted once, by the page
+        if outcome in (Outcome.DROPPED, Outcome.UNCHANGED):
             raise NearDuplicateItem(verdict)
-        if settings.action == "tag" or what == "uncertain":
+        if session.policy.action is Action.TAG or outcome is Outcome.UNCERTAIN:
             self._tag(adapter, verdict)
         return item
 
@@ -117,7 +118,7 @@ class NearDupPipeline:
     def _tag(self, adapter: ItemAdapter, verdict: Verdict) -> None:
         field = self.session.settings.tag_field
         try:
-            adapter[field] = self.session.verdict_dict(verdict)
+            adapter[field] = self.session.policy.as_dict(verdict)
         except KeyError:  # a declared Item without that field: keep the item, say why once
             if not self._warned_field:
                 logger.error(

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..config import DedupConfig
-from ..fingerprint import Fingerprint
+from ..methods import Fingerprint
 from ..signatures.imatch import CollectionStats
 
 
@@ -78,8 +78,9 @@ class Earlier:
     admitted: tuple[int, ...]  # the admitted ones, newest first
 
 
-class Index(Protocol):
-    """What a backend does: store pages and find candidates. The Detector decides.
+class Store(Protocol):
+    """What the road (``detector``) reads and writes: one page's check and record. The decision
+    is the road's; a store finds candidates and keeps what was decided.
 
     A check's reads and writes happen inside one ``transaction()``, which makes them atomic
     against every other process sharing the index. Fingerprints given to and returned by an
@@ -87,16 +88,21 @@ class Index(Protocol):
     """
 
     config: DedupConfig
+    path: Any  # what messages name: a file, or a server and key prefix
 
     def transaction(self) -> AbstractContextManager[None]: ...
 
     def batch(self) -> AbstractContextManager[Any]: ...
 
+    def is_storage_error(self, exc: Exception) -> bool:
+        """Whether ``exc`` is a failure of this backend (a full disk, a lost server), not of a page."""
+        ...
+
     # Inside a transaction.
     def candidates(self, probe: Fingerprint, scope: str) -> Iterator[tuple[int, Fingerprint]]:
         """A superset of the admitted pages of ``scope`` that a configured method calls a match
         of ``probe``, in id order, with their stored signatures; a backend may yield the exact
-        copies first (in id order too) while exact matches rank first, since the Detector stops
+        copies first (in id order too) while exact matches rank first, since the decision stops
         at the first match nothing outranks."""
         ...
 
@@ -141,14 +147,22 @@ class Index(Protocol):
         key: str | None = None,
     ) -> Verdict | None: ...
 
-    # Crawl runs.
+    # A scan's resume, a crawl's run.
+    def contains_source(self, source: str) -> bool: ...
+
     def begin_run(self, action: str) -> None: ...
 
     def end_run(self) -> None: ...
 
-    def last_action(self) -> str | None: ...
+    def close(self) -> None: ...
 
-    # The read side, for reports.
+
+class Reader(Protocol):
+    """What a report reads: the records, their texts and duplicate edges, the totals."""
+
+    config: DedupConfig
+    path: Any
+
     def get(self, doc_id: int) -> dict[str, Any] | None: ...
 
     def documents(self) -> Iterator[dict[str, Any]]: ...
@@ -157,10 +171,12 @@ class Index(Protocol):
 
     def duplicate_edges(self) -> Iterator[tuple[int, int, float | None, str | None]]: ...
 
-    def contains_url(self, url: str) -> bool: ...
-
-    def contains_source(self, source: str) -> bool: ...
+    def last_action(self) -> str | None: ...
 
     def stats(self) -> dict[str, int]: ...
 
     def close(self) -> None: ...
+
+
+class Index(Store, Reader, Protocol):
+    """A backend: the store the road uses and the reader reports use, over the same records."""

@@ -8,7 +8,7 @@ no configured method could call a match, so the search stays exact.
 from __future__ import annotations
 
 from ..config import DedupConfig
-from ..fingerprint import Fingerprint
+from ..methods import Fingerprint
 from .codecs import unsigned
 from .spot_search import blob_jaccard
 

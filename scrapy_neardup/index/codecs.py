@@ -14,7 +14,7 @@ import json
 
 import numpy as np
 
-from ..fingerprint import Fingerprint
+from ..methods import Fingerprint
 from ..signatures.spotsigs import SpotSet
 
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 import xxhash
 
 from ..config import DedupConfig
-from ..fingerprint import Fingerprint
-from ..methods import BY_NAME
+from ..methods import BY_NAME, Fingerprint
 from .codecs import signed
 
 # The kind of a raw body's hash (the methods' kinds are in ``methods``).

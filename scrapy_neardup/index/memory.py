@@ -12,12 +12,17 @@ import contextlib
 import dataclasses
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import DedupConfig
-from ..fingerprint import Fingerprint
+from ..exceptions import IndexFileError
+from ..methods import Fingerprint
 from ..signatures.imatch import CollectionStats
 from .base import Earlier, Match, Verdict
+from .records import earlier_of, stored_row, verdict_of
+
+if TYPE_CHECKING:
+    from . import IndexSpec
 
 _MISSING = object()
 
@@ -38,11 +43,32 @@ class _State:
 class MemoryIndex:
     """Brute-force candidate search over admitted pages, with every verdict recorded."""
 
+    location_setting = key_setting = None  # nothing locates it: it lives and dies with its process
+    path = name = "memory"
+
     def __init__(self, config: DedupConfig) -> None:
         self.config = config
         self._state = _State()
         self._run: int | None = None
         self._undo: list[Callable[[], None]] | None = None
+
+    @classmethod
+    def from_spec(cls, spec: IndexSpec, config: DedupConfig) -> MemoryIndex:
+        return cls(config)
+
+    @classmethod
+    def existing(cls, spec: IndexSpec) -> MemoryIndex:
+        raise IndexFileError("memory", "an index in memory is gone with its process; nothing to read")
+
+    @classmethod
+    def reset(cls, spec: IndexSpec) -> None:
+        """Nothing to delete: each one starts empty."""
+
+    def is_storage_error(self, exc: Exception) -> bool:
+        return False  # no storage to fail: every error here is a bug
+
+    def failure_advice(self, exc: Exception) -> str:
+        return "a bug: please report it with this page"
 
     # --- transactions ---------------------------------------------------------------------
 
@@ -114,17 +140,11 @@ class MemoryIndex:
         if key is None:
             return None
         rows = [
-            (doc_id, rec)
+            (doc_id, rec["status"], rec["exact"], rec["run"])
             for doc_id, rec in sorted(self._state.records.items(), reverse=True)
-            if rec["url_key"] == key
-            and rec["scope"] == scope
-            and not (many and self._run is not None and rec["run"] == self._run)
+            if rec["url_key"] == key and rec["scope"] == scope
         ]
-        if not rows:
-            return None
-        doc_id, rec = next(((i, r) for i, r in rows if r["status"] == "unique"), rows[0])
-        admitted = tuple(i for i, r in rows if r["status"] == "unique")
-        return Earlier(doc_id, rec["status"], rec["exact"], frozenset(i for i, _ in rows), admitted)
+        return earlier_of(rows, many, self._run)
 
     def signatures(self, ids: list[int] | tuple[int, ...], scope: str) -> list[tuple[int, Fingerprint]]:
         state = self._state
@@ -208,14 +228,8 @@ class MemoryIndex:
         replace: Earlier | None = None,
     ) -> Verdict:
         state = self._state
-        status = "skipped" if not fp.judged else ("duplicate" if match else "unique")
-        record = {
-            "url": url, "title": fp.title or None, "source": source, "scope": scope, "seen_at": time.time(),
-            "status": status, "skip_reason": fp.skip_reason, "tokens": fp.token_count,
-            "language": fp.language, "duplicate_of": match[0] if match else None,
-            "similarity": match[1] if match else None, "method": match[2] if match else None,
-            "exact": fp.exact, "run": self._run, "url_key": key,
-        }  # fmt: skip
+        record = stored_row(url, fp, scope, match, source, key, self._run)
+        record["exact"], status = fp.exact, record["status"]  # kept as they are: nothing reads them stored
         if replace is not None:
             doc_id = replace.id
             record["seen_at"] = state.records[doc_id]["seen_at"]
@@ -230,12 +244,7 @@ class MemoryIndex:
                 self._count_terms(fp.terms)
         if self.config.keep_text and fp.text:
             self._set(state.texts, doc_id, fp.text[: self.config.keep_text])
-        return Verdict(
-            url=url, doc_id=doc_id, duplicate=bool(match), skip_reason=fp.skip_reason,
-            duplicate_of=match[0] if match else None,
-            duplicate_of_url=state.records[match[0]]["url"] if match else None,
-            similarity=match[1] if match else None, method=match[2] if match else None,
-        )  # fmt: skip
+        return verdict_of(url, doc_id, fp, match, state.records[match[0]]["url"] if match else None)
 
     def _count_terms(self, terms: tuple[str, ...]) -> None:
         state = self._state
@@ -268,9 +277,6 @@ class MemoryIndex:
         for doc_id, rec in sorted(self._state.records.items()):
             if rec["status"] == "duplicate":
                 yield doc_id, rec["duplicate_of"], rec["similarity"], rec["method"]
-
-    def contains_url(self, url: str) -> bool:
-        return any(rec["url"] == url for rec in self._state.records.values())
 
     def contains_source(self, source: str) -> bool:
         return self.source_record(source) is not None

@@ -1,6 +1,65 @@
-"""Stored records as the report reads them, whatever a damaged or hand-edited file holds."""
+"""A page's record, built once for every backend, and read back as the report expects it."""
 
 from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..methods import Fingerprint
+from ..text import storable
+from .base import Earlier, Match, Verdict
+from .codecs import array_blob, extra_json, signed, spots_blob
+
+
+def stored_row(
+    url: str, fp: Fingerprint, scope: Any, match: Match | None, source: str | None, key: str | None, run: Any
+) -> dict[str, Any]:
+    """The fields a backend keeps for a page: its verdict and its signatures, encoded as stored
+    (``fp.spots`` in the stored 32-bit form). ``scope`` is the backend's own id of the scope."""
+    status = "skipped" if not fp.judged else ("duplicate" if match else "unique")
+    spots = fp.spots
+    return {
+        "url": storable(url), "title": storable(fp.title) or None,
+        "source": storable(source) if source else None, "scope": scope, "seen_at": time.time(),
+        "status": status, "skip_reason": fp.skip_reason, "tokens": fp.token_count, "language": fp.language,
+        "duplicate_of": match[0] if match else None, "similarity": match[1] if match else None,
+        "method": match[2] if match else None,
+        "raw_hash": signed(fp.raw_hash >> 64) if fp.raw_hash is not None else None,
+        "exact": fp.exact.to_bytes(16, "big") if fp.exact is not None else None,
+        "simhash": signed(fp.simhash) if fp.simhash is not None else None,
+        "spot_size": spots.size if fp.judged else None,
+        # A duplicate's spots are never loaded again: its Jaccard is recorded already.
+        "spots": spots_blob(spots) if status == "unique" and len(spots) else None,
+        "minhash": array_blob(fp.minhash, "<u4"), "minhash_bands": array_blob(fp.minhash_bands, "<u8"),
+        "super_shingles": array_blob(fp.super_shingles, "<u8"), "imatch": array_blob(fp.imatch, "<u8"),
+        "ksentence": signed(fp.ksentence) if fp.ksentence is not None else None,
+        "extra": extra_json(fp.extra), "run": run, "url_key": key,
+    }  # fmt: skip
+
+
+def verdict_of(url: str, doc_id: int, fp: Fingerprint, match: Match | None, of_url: str | None) -> Verdict:
+    """The verdict on a page just recorded (``of_url``: the URL of what it duplicates)."""
+    return Verdict(
+        url=url, doc_id=doc_id, duplicate=bool(match), skip_reason=fp.skip_reason,
+        duplicate_of=match[0] if match else None, duplicate_of_url=of_url,
+        similarity=match[1] if match else None, method=match[2] if match else None,
+    )  # fmt: skip
+
+
+def earlier_of(rows: list[tuple[int, str, Any, Any]], many: bool, run: Any) -> Earlier | None:
+    """A page's own records, (id, status, exact as stored, run) newest first, as the one it is a
+    revisit of: its admitted one, else its latest. With ``many`` (items), only records of earlier
+    crawls count: two items of one key in one crawl are two items, judged against each other."""
+    if many and run is not None:
+        rows = [r for r in rows if r[3] != run]
+    if not rows:
+        return None
+    doc, status, exact, _ = next((r for r in rows if r[1] == "unique"), rows[0])
+    if isinstance(exact, bytes):
+        exact = int.from_bytes(exact, "big") if exact else None
+    admitted = tuple(r[0] for r in rows if r[1] == "unique")
+    return Earlier(doc, status, exact, frozenset(r[0] for r in rows), admitted)
+
 
 _TEXT_FIELDS = ("url", "title", "scope", "status", "skip_reason", "language", "method")
 

@@ -23,24 +23,28 @@ import re
 import time
 import zlib
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import DedupConfig
 from ..exceptions import IndexFileError, MissingExtraError
-from ..fingerprint import Fingerprint
+from ..methods import Fingerprint
 from ..signatures.imatch import CollectionStats
 from ..text import storable
 from . import schema
 from .base import Earlier, Match, Verdict, fit_key_prefix
 from .bounds import may_match
-from .codecs import array_blob, extra_json, row_fingerprint, signed, spots_blob, unsigned
+from .codecs import row_fingerprint, unsigned
 from .lookup_keys import lookup_keys, raw_key
 from .pruning import SpotClasses
+from .records import earlier_of, stored_row, verdict_of
 from .redis_connection import RedisConnection, reply_int, reply_text, safe_url, unreachable
 from .redis_reading import RedisReading
 from .redis_runs import RedisRuns
 from .redis_spots import RedisSpots
 from .spot_search import shared
+
+if TYPE_CHECKING:
+    from . import IndexSpec
 
 try:
     import redis
@@ -122,8 +126,35 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns):
             raise IndexFileError(f"{safe_url(url)} {prefix}", "holds no scrapy-neardup index")
         return cls(url, schema.config_from_meta(meta, f"{safe_url(url)} {prefix}"), prefix)
 
+    # The crawl settings that locate it: NEARDUP_REDIS_URL, and NEARDUP_REDIS_KEY for its prefix.
+    location_setting, key_setting = "redis_url", "redis_key"
+
     @classmethod
-    def reset(cls, url: str, prefix: str) -> None:
+    def from_spec(cls, spec: IndexSpec, config: DedupConfig) -> RedisIndex:
+        return cls(spec.where, config, spec.key or "neardup")
+
+    @classmethod
+    def existing(cls, spec: IndexSpec) -> RedisIndex:
+        return cls.open_existing(spec.where, spec.key or "neardup")
+
+    @property
+    def name(self) -> str:
+        """What a report calls it: its keys' prefix."""
+        return self.prefix
+
+    def is_storage_error(self, exc: Exception) -> bool:
+        return isinstance(exc, OSError) or type(exc).__module__.startswith("redis")
+
+    def failure_advice(self, exc: Exception) -> str:
+        """What to do when the server fails under a crawl."""
+        return f"the Redis index {self.path} failed; pages are judged again once it answers"
+
+    @classmethod
+    def reset(cls, spec: IndexSpec) -> None:
+        cls.reset_keys(spec.where, spec.key or "neardup")
+
+    @classmethod
+    def reset_keys(cls, url: str, prefix: str) -> None:
         """NEARDUP_RESET: delete the index under ``prefix``, whatever settings built it. Keys there
         that are no index's are left, and refused when the index is made anew (as at any opening)."""
         if redis is None:
@@ -170,14 +201,7 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns):
             (i, s.decode(), exact, int(run) if run else None)
             for i, (s, exact, run) in zip(ids, rows, strict=True)
         ]
-        if many and self._run is not None:
-            rows = [r for r in rows if r[3] != self._run]
-        if not rows:
-            return None
-        doc, status, exact, _ = next((r for r in rows if r[1] == "unique"), rows[0])
-        admitted = tuple(r[0] for r in rows if r[1] == "unique")
-        exact = int.from_bytes(exact, "big") if exact else None
-        return Earlier(doc, status, exact, frozenset(r[0] for r in rows), admitted)
+        return earlier_of(rows, many, self._run)
 
     def signatures(self, ids: list[int] | tuple[int, ...], scope: str) -> list[tuple[int, Fingerprint]]:
         scope_id = self._scope_id(scope, create=False)
@@ -315,25 +339,11 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns):
         replace: Earlier | None = None,
     ) -> Verdict:
         scope_id = self._scope_id(scope)
-        status = "skipped" if not fp.judged else ("duplicate" if match else "unique")
-        spots = fp.spots
         row = {
-            b"url": storable(url), b"title": storable(fp.title) or None,
-            b"source": storable(source) if source else None, b"scope": scope_id, b"seen_at": time.time(),
-            b"status": status, b"skip_reason": fp.skip_reason, b"tokens": fp.token_count,
-            b"language": fp.language,
-            b"duplicate_of": match[0] if match else None, b"similarity": match[1] if match else None,
-            b"method": match[2] if match else None,
-            b"raw_hash": signed(fp.raw_hash >> 64) if fp.raw_hash is not None else None,
-            b"exact": fp.exact.to_bytes(16, "big") if fp.exact is not None else None,
-            b"simhash": signed(fp.simhash) if fp.simhash is not None else None,
-            b"spot_size": spots.size if fp.judged else None,
-            b"spots": spots_blob(spots) if status == "unique" and len(spots) else None,
-            b"minhash": array_blob(fp.minhash, "<u4"), b"minhash_bands": array_blob(fp.minhash_bands, "<u8"),
-            b"super_shingles": array_blob(fp.super_shingles, "<u8"), b"imatch": array_blob(fp.imatch, "<u8"),
-            b"ksentence": signed(fp.ksentence) if fp.ksentence is not None else None,
-            b"extra": extra_json(fp.extra), b"run": self._run, b"url_key": key,
-        }  # fmt: skip
+            name.encode(): value
+            for name, value in stored_row(url, fp, scope_id, match, source, key, self._run).items()
+        }
+        status, spots = row[b"status"], fp.spots
         old = self._rows([replace.id]) if replace is not None else []
         doc_id = replace.id if replace is not None else int(self.r.incr(self.k("next")))
         posting = []
@@ -365,12 +375,7 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns):
                 pipe.delete(self.k("text", doc_id))
 
         self._write(write)
-        dup_url = self.url_of(match[0]) if match else None
-        return Verdict(
-            url=url, doc_id=doc_id, duplicate=bool(match), skip_reason=fp.skip_reason,
-            duplicate_of=match[0] if match else None, duplicate_of_url=dup_url,
-            similarity=match[1] if match else None, method=match[2] if match else None,
-        )  # fmt: skip
+        return verdict_of(url, doc_id, fp, match, self.url_of(match[0]) if match else None)
 
     def _store(
         self, pipe: Any, doc_id: int, row: dict, old: tuple | None, scope_id: int, key, source, url

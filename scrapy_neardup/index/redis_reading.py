@@ -72,9 +72,6 @@ class RedisReading:
                 if of is not None:
                     yield doc, int(of), float(sim) if sim else None, method.decode() if method else None
 
-    def contains_url(self, url: str) -> bool:
-        return bool(self.r.hexists(self.k("urls"), storable(url)))
-
     def contains_source(self, source: str) -> bool:
         return bool(self.r.exists(self.k("src", storable(source))))
 

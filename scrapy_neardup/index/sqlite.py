@@ -13,27 +13,32 @@ import dataclasses
 import logging
 import os
 import socket
+import sqlite3
 import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..config import DedupConfig
 from ..exceptions import IndexFileError
-from ..fingerprint import Fingerprint
-from ..methods import rank
+from ..methods import Fingerprint, rank
 from ..signatures.imatch import CollectionStats
 from ..signatures.spotsigs import SpotSet
 from ..text import storable
 from .base import Earlier, Match, Verdict
 from .bounds import BOUND_COLUMNS, may_match
-from .codecs import SIGNATURE_COLUMNS, array_blob, extra_json, row_fingerprint, signed, spots_blob, unsigned
+from .codecs import SIGNATURE_COLUMNS, row_fingerprint, unsigned
 from .lookup_keys import exact_key, lookup_keys, raw_key
+from .records import earlier_of, stored_row, verdict_of
 from .runs import running
 from .sqlite_file import IndexFile
-from .sqlite_open import damage_advice, file_bytes, stored_config
+from .sqlite_open import damage_advice, file_bytes, holds_index, stored_config
 from .sqlite_reading import SQLiteReading
 from .sqlite_spots import SpotLists
+
+if TYPE_CHECKING:
+    from . import IndexSpec
 
 __all__ = ["SQLiteIndex", "damage_advice", "file_bytes"]
 
@@ -68,10 +73,46 @@ class SQLiteIndex(SQLiteReading):
                 f"{config.simhash_confirm!r} needs; use a confirm of at least {tau} or a new index file",
             )
 
+    # The crawl settings that locate it (NEARDUP_DB), and its keys' prefix (none: a file of its own).
+    location_setting, key_setting = "db", None
+
     @classmethod
     def open_existing(cls, path: str | Path) -> SQLiteIndex:
         """Open an index for reading, with the settings it was built with (reports, stats)."""
         return cls(path, stored_config(Path(path)), read_only=True)
+
+    @classmethod
+    def from_spec(cls, spec: IndexSpec, config: DedupConfig) -> SQLiteIndex:
+        return cls(spec.where, config)
+
+    @classmethod
+    def existing(cls, spec: IndexSpec) -> SQLiteIndex:
+        path = Path(spec.where)
+        if not path.is_file():
+            raise IndexFileError(path, "no such index file")
+        return cls.open_existing(path)
+
+    @classmethod
+    def reset(cls, spec: IndexSpec) -> None:
+        """Delete an index file with its WAL and shared-memory files (NEARDUP_RESET); any other file
+        there is refused (``IndexFileError``), as the Redis reset refuses keys not its own."""
+        path = Path(spec.where)
+        if not holds_index(path):
+            return  # no file, or an empty one, which becomes the index
+        for name in (path.name, path.name + "-wal", path.name + "-shm", path.name + "-journal"):
+            (path.parent / name).unlink(missing_ok=True)
+
+    @property
+    def name(self) -> str:
+        """What a report calls it: the file's name."""
+        return storable(self.path.name)
+
+    def is_storage_error(self, exc: Exception) -> bool:
+        return isinstance(exc, (sqlite3.Error, OSError))
+
+    def failure_advice(self, exc: Exception) -> str:
+        """What to do when the file fails under a crawl."""
+        return f"the index {self.path} failed; free disk space or end what holds its lock{damage_advice(exc)}"
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
@@ -167,14 +208,7 @@ class SQLiteIndex(SQLiteReading):
             "SELECT id, status, exact, run FROM documents WHERE url_key = ? AND scope = ? ORDER BY id DESC",
             (key, scope_id),
         ).fetchall()
-        if many and self._run is not None:
-            rows = [r for r in rows if r[3] != self._run]
-        if not rows:
-            return None
-        doc, status, exact, _ = next((r for r in rows if r[1] == "unique"), rows[0])
-        exact = int.from_bytes(exact, "big") if exact else None
-        admitted = tuple(r[0] for r in rows if r[1] == "unique")
-        return Earlier(doc, status, exact, frozenset(r[0] for r in rows), admitted)
+        return earlier_of(rows, many, self._run)
 
     def signatures(self, ids: list[int] | tuple[int, ...], scope: str) -> list[tuple[int, Fingerprint]]:
         """The stored signatures of these documents of ``scope``, in id order."""
@@ -351,28 +385,8 @@ class SQLiteIndex(SQLiteReading):
         if fp.judged:
             self.spots.sync_order()  # posted in the file's order, frozen maybe by another process
         scope_id = self._scope_id(scope)
-        status = "skipped" if not fp.judged else ("duplicate" if match else "unique")
-        spots = fp.spots
-        row = {
-            "url": storable(url), "title": storable(fp.title) or None,
-            "source": storable(source) if source else None, "scope": scope_id,
-            "seen_at": time.time(), "status": status,
-            "skip_reason": fp.skip_reason, "tokens": fp.token_count, "language": fp.language,
-            "duplicate_of": match[0] if match else None, "similarity": match[1] if match else None,
-            "method": match[2] if match else None,
-            "raw_hash": signed(fp.raw_hash >> 64) if fp.raw_hash is not None else None,
-            "exact": fp.exact.to_bytes(16, "big") if fp.exact is not None else None,
-            "simhash": signed(fp.simhash) if fp.simhash is not None else None,
-            "spot_size": spots.size if fp.judged else None,
-            # A duplicate's spots are never loaded again: its Jaccard is recorded already.
-            "spots": spots_blob(spots) if status == "unique" and len(spots) else None,
-            "minhash": array_blob(fp.minhash, "<u4"),
-            "minhash_bands": array_blob(fp.minhash_bands, "<u8"),
-            "super_shingles": array_blob(fp.super_shingles, "<u8"),
-            "imatch": array_blob(fp.imatch, "<u8"),
-            "ksentence": signed(fp.ksentence) if fp.ksentence is not None else None,
-            "extra": extra_json(fp.extra), "run": self._run, "url_key": key,
-        }  # fmt: skip
+        row = stored_row(url, fp, scope_id, match, source, key, self._run)
+        status, spots = row["status"], fp.spots
         if replace is not None:
             doc_id = replace.id
             self._unpost(doc_id, scope_id)
@@ -394,12 +408,7 @@ class SQLiteIndex(SQLiteReading):
         if self.config.keep_text and fp.text:
             text = storable(fp.text[: self.config.keep_text]).encode("utf-8")
             self.db.execute("INSERT OR REPLACE INTO texts VALUES (?, ?)", (doc_id, zlib.compress(text, 6)))
-        dup_url = self.url_of(match[0]) if match else None
-        return Verdict(
-            url=url, doc_id=doc_id, duplicate=bool(match), skip_reason=fp.skip_reason,
-            duplicate_of=match[0] if match else None, duplicate_of_url=dup_url,
-            similarity=match[1] if match else None, method=match[2] if match else None,
-        )  # fmt: skip
+        return verdict_of(url, doc_id, fp, match, self.url_of(match[0]) if match else None)
 
     def _unpost(self, doc_id: int, scope: int) -> None:
         """Remove a revisited document's lookup keys (its spot postings stay: a stale posting only

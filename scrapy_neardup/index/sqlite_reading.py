@@ -61,10 +61,6 @@ class SQLiteReading:
             "WHERE status = 'duplicate' ORDER BY id"
         )
 
-    def contains_url(self, url: str) -> bool:
-        """Whether a page with this URL was already recorded."""
-        return self.db.execute("SELECT 1 FROM documents WHERE url = ? LIMIT 1", (url,)).fetchone() is not None
-
     def contains_source(self, source: str) -> bool:
         """Whether the page read from this source was already recorded (a resumed scan skips it)."""
         row = self.db.execute("SELECT 1 FROM documents WHERE source = ? LIMIT 1", (source,)).fetchone()

@@ -1,64 +1,53 @@
-"""The offline scan: saved pages judged and recorded record by record, on the crawl's road.
+"""The offline scan: saved pages judged and recorded batch by batch, on the crawl's road.
 
-Pages are read by ``sources`` (a bad record is a logged skip), fingerprinted in a process pool
-in chunks, and judged by the Detector; a byte-identical copy of a recorded page is recorded
-without its extraction, and a page read before (its source) is skipped, so a scan resumes.
+Pages are read by ``sources`` (a bad record is a logged skip) and handed to the Detector a
+batch at a time: fingerprinted in the crawl's worker pool, each within its time budget, and
+recorded in input order; a page read before (its source) is skipped, so a scan resumes.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
+import asyncio
 import itertools
-import multiprocessing
-import os
-import sqlite3
 import sys
 import time
 
 from ..config import MAX_WORKERS, DedupConfig
-from ..detector import Detector
-from ..exceptions import IndexFileError, InputError
+from ..detector import Arrival, Detector
+from ..exceptions import IndexFailure, IndexFileError, InputError
 from ..fingerprint import Fingerprint, fingerprint
-from ..index import SQLiteIndex, Verdict
-from ..parent_watch import end_with_parent
+from ..index import IndexSpec, open_index
 from ..report.clusters import load_clusters
-from ..scope import scope_key
-from ..signatures.exact import raw_hash
-from .sources import Page, Skips, check_input, input_size, read_pages
+from ..workers import WorkerPool
+from .pages import Page, Skips
+from .sources import check_input, input_size, read_pages
 
 
 def fingerprint_page(config: DedupConfig, page: Page, methods: frozenset[str] | None = None) -> Fingerprint:
-    """A saved page's fingerprint; pages that are already text skip the HTML extractor. A page
-    that breaks the fingerprint path is a page not judged (``error``), not a stopped scan."""
+    """A saved page's fingerprint with ``methods`` (``compare`` asks for all); a page that is
+    already text skips the HTML extractor, and one that breaks the fingerprint path is a page
+    not judged (``error``), not a stopped command."""
     extractor = "text" if page.is_text else None
     try:
-        return _fingerprint_page(config, page, methods, extractor)
+        return fingerprint(
+            page.body, config, content_type=page.content_type, methods=methods, extractor=extractor
+        )
     except Exception as exc:  # MemoryError, RecursionError, a library bug on one page
         return Fingerprint(skip_reason="error", skip_detail=f"{type(exc).__name__}: {exc}"[:300])
-
-
-def _fingerprint_page(
-    config: DedupConfig, page: Page, methods: frozenset[str] | None, extractor: str | None
-) -> Fingerprint:
-    return fingerprint(
-        page.body, config, content_type=page.content_type, methods=methods, extractor=extractor
-    )
 
 
 def config_of(args: argparse.Namespace) -> DedupConfig:
     return DedupConfig.from_options({name: getattr(args, name) for name, _, _ in DedupConfig.docs()})
 
 
-def open_named_index(args: argparse.Namespace, config: DedupConfig | None = None):
-    """The index the arguments name: an SQLite file, or a Redis index with --redis and --redis-key."""
-    from ..index.redis import RedisIndex
-
+def index_spec(args: argparse.Namespace) -> IndexSpec:
+    """The index the arguments name: an SQLite file (--db), or a Redis index (--redis, --redis-key)."""
+    if args.db:
+        return IndexSpec.parse(args.db)
     if not args.redis_key:
         raise InputError("--redis needs --redis-key: the index's key prefix (a crawl's is <spider>:neardup)")
-    if config is None:
-        return RedisIndex.open_existing(args.redis, args.redis_key)
-    return RedisIndex(args.redis, config, args.redis_key)
+    return IndexSpec("redis", args.redis, args.redis_key)  # a URL of another form is refused there
 
 
 def run_scan(args: argparse.Namespace) -> int:
@@ -66,6 +55,8 @@ def run_scan(args: argparse.Namespace) -> int:
         raise InputError(f"--batch: must be between 1 and 1,000,000, got {args.batch}")
     if not 0 <= args.workers <= MAX_WORKERS:
         raise InputError(f"--workers: must be between 0 and {MAX_WORKERS}, got {args.workers}")
+    if not 0.1 <= args.page_timeout <= 86400:
+        raise InputError(f"--page-timeout: must be between 0.1 and 86400 seconds, got {args.page_timeout}")
     if args.field is not None and not args.field.strip():
         raise InputError(
             "--field: got an empty field name; name one, or leave it out for html, body, text, content"
@@ -75,49 +66,44 @@ def run_scan(args: argparse.Namespace) -> int:
     config = config_of(args)
     for path in args.paths:  # before the index file is made
         check_input(path)
+    return asyncio.run(_scan(args, config))
+
+
+async def _scan(args: argparse.Namespace, config: DedupConfig) -> int:
     counts = {"scanned": 0, "duplicates": 0, "skipped": 0, "already": 0}
     skips = Skips()
     progress = sys.stderr.isatty()
-    pool = None
-    if args.workers > 0:  # its workers end with this process, even killed (``end_with_parent``)
-        pool = multiprocessing.get_context("spawn").Pool(args.workers, end_with_parent, (os.getpid(),))
-    sign = functools.partial(fingerprint_page, config)  # picklable: config is a frozen dataclass
-    try:
-        index = SQLiteIndex(args.db, config) if args.db else open_named_index(args, config)
-        with Detector(config, index) as detector:
-            meter = Progress(args.paths, args.follow_links) if progress else None
-            pages = (
-                meter.track(n, page) if meter else page
-                for n, path in enumerate(args.paths)
-                for page in read_pages(path, args.field, skips, config.max_body, args.follow_links)
-            )
-            while chunk := list(itertools.islice(pages, args.batch)):
-                fresh = _unrecorded(chunk, detector)
-                counts["already"] += len(chunk) - len(fresh)
-                # Byte-identical copies of recorded pages are recorded without their extraction.
-                originals = {p.source: _raw_original(detector, p) for p in fresh}
-                rest = [page for page in fresh if originals[page.source] is None]
-                fps = iter(pool.map(sign, rest, chunksize=8) if pool else map(sign, rest))
-                with detector.index.batch():
-                    for page in fresh:
-                        original = originals[page.source]
-                        verdict = (
-                            _record_page(detector, page, next(fps), skips)
-                            if original is None
-                            else _record_copy(detector, page, *original, skips)
-                        )
-                        if verdict is None:
-                            continue
-                        already = verdict.revisit is not None  # another scan recorded it meanwhile
-                        counts["already" if already else "scanned"] += 1
-                        counts["duplicates"] += verdict.duplicate and not already
-                        counts["skipped"] += not verdict.judged
-                if meter:
-                    meter.show(counts["scanned"], counts["duplicates"])
-            summary = load_clusters(detector.index)  # counts and clusters, no member dicts
-    finally:
-        if pool:
-            pool.terminate()
+    workers = WorkerPool(config, args.workers, args.page_timeout)  # its workers end with this process
+    with Detector(config, open_index(index_spec(args), config), workers) as detector:
+        meter = Progress(args.paths, args.follow_links) if progress else None
+        pages = (
+            meter.track(n, page) if meter else page
+            for n, path in enumerate(args.paths)
+            for page in read_pages(path, args.field, skips, config.max_body, args.follow_links)
+        )
+        while chunk := list(itertools.islice(pages, args.batch)):
+            fresh = _unrecorded(chunk, detector)
+            counts["already"] += len(chunk) - len(fresh)
+            arrivals = [
+                Arrival(p.url, p.body, p.content_type, "text" if p.is_text else None, p.source) for p in fresh
+            ]
+            try:
+                verdicts = await detector.judge_many(arrivals)
+            except IndexFailure as exc:
+                raise IndexFileError(exc.path, f"failed while recording pages ({exc.cause or exc})") from None
+            for page, verdict in zip(fresh, verdicts, strict=True):
+                if isinstance(verdict, Exception):  # this page alone could not be recorded
+                    why = f"could not be recorded ({type(verdict).__name__}: {verdict})"[:300]
+                    skips("error", page.source, why)
+                    continue
+                already = verdict.revisit is not None  # another scan recorded it meanwhile
+                counts["already" if already else "scanned"] += 1
+                counts["duplicates"] += verdict.duplicate and not already
+                counts["skipped"] += not verdict.judged
+            if meter:
+                meter.show(counts["scanned"], counts["duplicates"])
+        summary = load_clusters(detector.index)  # counts and clusters, no member dicts
+        where = detector.index.path
     if progress:
         print(file=sys.stderr)
     skips.summary()
@@ -127,7 +113,7 @@ def run_scan(args: argparse.Namespace) -> int:
         f"scanned {counts['scanned']} pages ({counts['already']} already in the index): "
         f"{counts['duplicates']} duplicates, {counts['skipped']} not judged"
         + (f"; {unread} records skipped ({reasons})" if unread else "")
-        + f".\nindex {args.db or index.path}: {summary.documents} documents, "
+        + f".\nindex {where}: {summary.documents} documents, "
         f"{summary.duplicates} duplicates, "
         f"{len(summary.clusters)} clusters."
     )
@@ -164,42 +150,3 @@ def _unrecorded(chunk: list[Page], detector: Detector) -> list[Page]:
         if page.source not in fresh and not detector.index.contains_source(page.source):
             fresh[page.source] = page
     return list(fresh.values())
-
-
-def _raw_original(detector: Detector, page: Page) -> tuple[int, int] | None:
-    """(raw hash, original) when the page's body is byte-identical to an admitted page's."""
-    raw = raw_hash(page.body)
-    original = detector.index.find_raw(raw, scope_key(page.url, detector.config.scope))
-    return None if original is None else (raw, original)
-
-
-def _record_page(detector: Detector, page: Page, fp: Fingerprint, skips: Skips) -> Verdict | None:
-    """Check and record one page; a failure of this page alone is skipped and counted, a failure
-    of the index (a full disk, a corrupt file) stops the scan with a one-line error."""
-    return _recording(detector, page, skips, lambda: detector.check(page.url, fp=fp, source=page.source))
-
-
-def _record_copy(detector: Detector, page: Page, raw: int, original: int, skips: Skips) -> Verdict | None:
-    scope = scope_key(page.url, detector.config.scope)
-
-    def record() -> Verdict:
-        copy = detector.record_copy(page.url, raw, original, scope, page.source)
-        if copy is not None:
-            return copy
-        # Another scan recorded the page meanwhile: the full check tells it a revisit.
-        fp = fingerprint_page(detector.config, page)
-        return detector.check(page.url, fp=fp, source=page.source)
-
-    return _recording(detector, page, skips, record)
-
-
-def _recording(detector: Detector, page: Page, skips: Skips, record) -> Verdict | None:
-    try:
-        return record()
-    except sqlite3.Error as exc:
-        raise IndexFileError(detector.index.path, f"failed while recording pages ({exc})") from None
-    except Exception as exc:
-        if type(exc).__module__.startswith("redis"):  # the Redis index failed, not this page
-            raise IndexFileError(detector.index.path, f"failed while recording pages ({exc})") from None
-        skips("error", page.source, f"could not be recorded ({type(exc).__name__}: {exc})"[:300])
-        return None

@@ -15,14 +15,14 @@ import os
 import re
 import stat
 import zlib
-from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urljoin
 
 from ..exceptions import InputError
 from ..text import looks_like_html, storable
+from .pages import Page, Skips, path_name
+from .warc import read_warc
 
 logger = logging.getLogger(__name__)
 
@@ -38,22 +38,6 @@ _CANONICAL = re.compile(
 _HREF = re.compile(rb"""\bhref\s*=\s*["']([^"'>]+)["']""", re.IGNORECASE)
 
 
-@dataclass(frozen=True)
-class Page:
-    """One saved page: its URL, where it was read (``source``, unique per input) and its body.
-
-    ``is_text`` when the body is already extracted text. Resuming keys on ``source``, not on
-    the URL: two saved copies may well name the same canonical URL.
-    """
-
-    url: str
-    body: bytes | str
-    source: str
-    is_text: bool = False
-    content_type: str | None = None
-    read_to: int = 0  # bytes of its input (file or folder) read once it was read: the scan's progress
-
-
 def _kind(path: Path) -> str | None:
     name = path.name.lower()
     inner = name[:-3] if name.endswith(".gz") else name
@@ -62,36 +46,6 @@ def _kind(path: Path) -> str | None:
         if inner.endswith(suffixes):
             return kind
     return None
-
-
-class Skips:
-    """Records the readers could not read, by reason. The first few of a reason are logged with
-    their file and position; the rest are counted and summed up by ``summary``, so a feed of a
-    million records that all lack a field gives a few lines, not a million."""
-
-    SHOWN = 5  # records logged one by one for each reason
-
-    def __init__(self) -> None:
-        self.counts: Counter[str] = Counter()
-
-    def __call__(self, reason: str, where: str, why: str) -> None:
-        self.counts[reason] += 1
-        if self.counts[reason] <= self.SHOWN:
-            logger.warning("skipped %s: %s", where, why)
-            if self.counts[reason] == self.SHOWN:
-                logger.warning("(more records skipped for %s are counted, not shown)", reason)
-
-    def summary(self) -> None:
-        """Log how many records of each reason were skipped without a line of their own."""
-        for reason, count in sorted(self.counts.items()):
-            if count > self.SHOWN:
-                logger.warning("skipped %d more records for %s (the first %d are named above)",
-                               count - self.SHOWN, reason, self.SHOWN)  # fmt: skip
-
-
-def path_name(path: Path) -> str:
-    """A path as it can be logged and stored (a file name that is not UTF-8 escaped)."""
-    return storable(str(path))
 
 
 def check_input(path: str | Path) -> None:
@@ -269,8 +223,6 @@ def _read_file(path: Path, relative: str, field: str | None, skips: Skips, max_b
     if kind == "feed":
         yield from _read_feed(path, field, skips, max_body)
     elif kind == "warc":
-        from .warc import read_warc  # (it reads this module's Page and Skips)
-
         yield from read_warc(path, skips, max_body)
     else:
         try:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..exceptions import one_line
 from ..text import looks_like_html, storable
-from .sources import Page, Skips, path_name
+from .pages import Page, Skips, path_name
 from .warc_frames import Damage, Frame, frames
 
 logger = logging.getLogger(__name__)

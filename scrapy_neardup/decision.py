@@ -1,0 +1,100 @@
+"""The decision on one page, inside one index transaction: candidates, comparison, rank, record.
+
+No index decides: an index finds candidates and stores what is decided here. The road
+(``detector.Detector``) opens the transaction, and tries again when another process changed
+what it read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .config import DedupConfig
+from .fingerprint import Fingerprint, imatch_with_stats, needed_methods
+from .index import Verdict
+from .index.base import Earlier, Store
+from .index.codecs import spots32
+from .methods import decision_order, rank
+from .verify import compare
+
+
+class Decision:
+    """Judges one fingerprinted page against an index with one configuration."""
+
+    def __init__(self, config: DedupConfig, index: Store) -> None:
+        self.config = config
+        self.index = index
+        needed = needed_methods(config)
+        self._verify_methods = tuple(m for m in decision_order() if m in needed)
+
+    def __call__(
+        self, url: str, fp: Fingerprint, scope: str, source: str | None, key: str | None, many: bool
+    ) -> Verdict:
+        """Find the best earlier match of ``fp`` in its scope and record the page.
+
+        A page not judged is recorded as skipped; a duplicate is recorded with what it
+        duplicates; any other page is admitted and becomes findable. A page whose revisit
+        ``key`` (its canonical URL) has a record already is a revisit: never a duplicate of
+        itself, and its record is updated, not repeated. With ``many`` (items: a page may yield
+        several under one URL), a changed one is recorded beside the others, not over them.
+        """
+        index = self.index
+        if source is not None:  # the same source twice (two scans at once): a revisit, recorded once
+            row = index.source_record(source)
+            if row is not None:
+                return Verdict(url, row[0], row[1] == "duplicate", skip_reason=row[2], revisit="unchanged")
+        earlier = index.earlier(key, scope, many)
+        if not fp.judged:
+            if earlier is not None and earlier.status != "skipped":  # a failed fetch keeps the record
+                return Verdict(url, earlier.id, False, skip_reason=fp.skip_reason)
+            return index.record(url, fp, scope, None, source, key, replace=earlier)
+        probe = dataclasses.replace(fp, spots=spots32(fp.spots))
+        if "imatch" in self.config.methods and probe.terms:
+            probe = imatch_with_stats(probe, self.config, index.term_stats(probe.terms))
+        unchanged = self._unchanged(url, probe, scope, earlier)
+        if unchanged is not None:
+            return unchanged
+        replace = None if many else earlier
+        own_ids = earlier.ids if earlier is not None else frozenset()
+        matches = []
+        for cand_id, cand in index.candidates(probe, scope):
+            if cand_id in own_ids:
+                continue
+            result = compare(probe, cand, self.config, self._verify_methods)
+            if result.duplicate:
+                matches.append((rank(result.method), -(result.similarity or 0.0), cand_id, result))
+                if matches[-1][0] == 0 and not index.interrupted_runs:
+                    break  # an exact copy: nothing ranks higher but an older one
+        unconfirmed = index.unconfirmed([m[2] for m in matches])
+        best = min(((m[2] in unconfirmed, *m[:3]), m[3]) for m in matches) if matches else None
+        match = best and (best[0][3], best[1].similarity, best[1].method)
+        weak = best is not None and best[1].weak
+        if best is not None and best[0][0]:  # only pages an interrupted run admitted: let it through
+            verdict = index.record(url, probe, scope, None, source, key, replace=replace)
+            return dataclasses.replace(
+                verdict, duplicate_of=match[0], duplicate_of_url=index.url_of(match[0]), similarity=match[1],
+                method=match[2], unconfirmed=True, weak=weak,
+            )  # fmt: skip
+        verdict = index.record(url, probe, scope, match, source, key, replace=replace)
+        if weak:
+            verdict = dataclasses.replace(verdict, weak=True)
+        if replace is None:  # a new page, or another item of a page's URL
+            return verdict
+        # "unchanged" only while it stays what it was: a duplicate now admitted is new to the output.
+        same = verdict.duplicate and earlier.exact is not None and earlier.exact == probe.exact
+        return dataclasses.replace(verdict, revisit="unchanged" if same else "changed")
+
+    def _unchanged(self, url: str, probe: Fingerprint, scope: str, earlier: Earlier | None) -> Verdict | None:
+        """A revisit whose content is the same as, or near, one of its own admitted versions."""
+        if earlier is None or not earlier.admitted:
+            return None
+        for own_id, own in self.index.signatures(earlier.admitted, scope):
+            same = compare(probe, own, self.config, self._verify_methods)
+            if same.duplicate:
+                unconfirmed = bool(self.index.unconfirmed([own_id]))  # its item may be lost: not to drop
+                self.index.restamp(own_id)
+                return Verdict(
+                    url, own_id, False, similarity=same.similarity, method=same.method, revisit="unchanged",
+                    unconfirmed=unconfirmed,
+                )  # fmt: skip
+        return None
