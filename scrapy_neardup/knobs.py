@@ -76,10 +76,6 @@ def renamed(error: Exception, label: Callable[[str], str]) -> Exception:
     return error
 
 
-def from_settings_label(field: str) -> str:
-    return setting_name(field)
-
-
 # --- parsers: raise ValueError with what was expected ------------------------------------------
 
 

@@ -29,7 +29,7 @@ from .signatures.exact import raw_hash
 logger = logging.getLogger("scrapy_neardup")
 
 # An article, and a page of links only: trafilatura loads its fallback extractors on the first
-# page it finds little text in, which took 0.4 s of that page's NEARDUP_PAGE_TIMEOUT.
+# page it finds little text in, which would otherwise spend that page's NEARDUP_PAGE_TIMEOUT.
 WARM_UP = (
     "<html><body><article><p>" + "A page that makes a worker import its extractor. " * 20 + "</p></article>",
     "<html><body><ul>" + "".join(f"<li><a href='/{n}'>Page {n}</a></li>" for n in range(20)) + "</ul>",

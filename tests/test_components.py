@@ -247,3 +247,35 @@ def test_only_sure_duplicates_are_dropped(tmp_path):
     ignoring = Policy(Action.IGNORE, 0.65, False)
     assert ignoring.outcome(verdict("spotsigs", 0.8)) is Outcome.IGNORED
     assert ignoring.outcome(verdict("spotsigs", 0.6)) is Outcome.UNCERTAIN
+
+
+def test_a_third_backend_is_one_module_and_one_registry_line(tmp_path, monkeypatch):
+    """tests/toy_index.py and one line in index.BACKENDS: a crawl keeps its index there, drops a
+    copy, writes the report from it, and the next crawl reopens it (a revisit); its reset
+    refuses a file not its own."""
+    from scrapy_neardup import index as index_module
+
+    monkeypatch.setitem(index_module.BACKENDS, "toy", "toy_index:ToyIndex")
+    path, report = tmp_path / "toy.pickle", tmp_path / "report.json"
+    settings = {"NEARDUP_BACKEND": "toy", "NEARDUP_DB": str(path), "NEARDUP_REPORT": str(report)}
+    crawler = make_crawler(tmp_path, ITEM_PIPELINES={NearDupPipeline: 200}, **settings)
+    middleware = NearDupDownloaderMiddleware.from_crawler(crawler)
+    verdicts = []
+    for url in ("http://a.example/library", "http://b.example/library"):
+        request, response = respond(url, ARTICLE)
+        run(middleware.process_response(request, response))
+        verdicts.append(request.meta["_neardup_verdict"])
+    assert not verdicts[0].duplicate and verdicts[1].duplicate and verdicts[1].method == "exact"
+    CrawlSession.for_crawler(crawler).spider_closed()
+    assert path.exists() and "b.example/library" in report.read_text()
+    again = NearDupDownloaderMiddleware.from_crawler(make_crawler(tmp_path, **settings))
+    request, response = respond("http://a.example/library", ARTICLE)
+    run(again.process_response(request, response))
+    assert request.meta["_neardup_verdict"].revisit == "unchanged"
+    (tmp_path / "other.pickle").write_bytes(b"another program's file")
+    with pytest.raises(Exception, match="is not a toy index"):
+        CrawlSession.for_crawler(
+            make_crawler(
+                tmp_path, NEARDUP_BACKEND="toy", NEARDUP_DB=str(tmp_path / "other.pickle"), NEARDUP_RESET=True
+            )
+        )

@@ -212,3 +212,25 @@ def test_a_copy_another_scan_recorded_meanwhile_is_counted_once(tmp_path, capsys
     assert [(Path(source).name, status) for source, status in sources] == [
         ("a.html", "unique"), ("copy.html", "duplicate"),
     ]  # fmt: skip
+
+
+def test_a_page_over_its_time_in_a_worker_is_recorded_as_timeout_and_the_scan_goes_on(
+    tmp_path, capsys, articles
+):
+    """The scan's workers are the crawl's pool, with its per-page time budget (--page-timeout)."""
+    from crawling import long_page
+
+    folder = tmp_path / "pages"
+    folder.mkdir()
+    (folder / "a.html").write_bytes(articles[0])
+    (folder / "b-slow.html").write_text(long_page(40_000))  # seconds of extraction
+    (folder / "c.html").write_bytes(articles[1])
+    db = tmp_path / "index.db"
+    args = ["scan", str(folder), "--db", str(db), "--workers", "1", "--page-timeout", "0.5"]
+    assert main(args) == 0
+    assert "scanned 3 pages (0 already in the index): 0 duplicates, 1 not judged" in capsys.readouterr().out
+    with sqlite3.connect(db) as con:
+        rows = dict(con.execute("SELECT source, COALESCE(skip_reason, status) FROM documents"))
+    assert {Path(source).name: what for source, what in rows.items()} == {
+        "a.html": "unique", "b-slow.html": "timeout", "c.html": "unique",
+    }  # fmt: skip

@@ -52,7 +52,9 @@ SURE_SIMILARITY = 0.65
 SWITCHES = ("NEARDUP_ENABLED",)
 
 
-def _in(options: tuple[str, ...], what: str) -> Check:
+def _in(options: Any, what: str) -> Check:
+    """A check that the value is one of ``options`` (a registry read when the check runs)."""
+
     def check(value: Any, values: dict[str, Any]) -> str | None:
         if value is None or value in options:
             return None
@@ -88,7 +90,7 @@ class CrawlSettings:
         False, parse_bool, "drop the items of pages crawled before whose content has not changed"
     )
     backend: str = knob(
-        "sqlite", parse_str, f"the index backend: {', '.join(BACKENDS)}", _in(tuple(BACKENDS), "backend")
+        "sqlite", parse_str, f"the index backend: {', '.join(BACKENDS)}", _in(BACKENDS, "backend")
     )
     db: Path | None = knob(
         None,

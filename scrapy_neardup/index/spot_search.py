@@ -24,20 +24,18 @@ from .pruning import (
     probe_reach,
 )
 
-# Distinct spots a SpotSigs match must share in both prefixes (``pruning.overlap_needed``).
-# At 100,000 pages (benchmarks/bench_index.py) 3 made the median check 7 % faster than 2 and
-# its p99 a third lower for 16 more bytes a page; 4 was no faster.
+# Distinct spots a SpotSigs match must share in both prefixes (``pruning.overlap_needed``): the
+# fastest check of those tried (docs/index.md, "What the index stores").
 SPOT_OVERLAP = 3
 
 # Pages of at least LARGE_PAGE_SPOTS spots (the partitions starting there) post prefixes for
 # SPOT_OVERLAP_LARGE shared spots: a large page meets many pages sharing three rare spots by
-# chance (at a million pages, 41,339 candidates of pages of 200 spots or more shared 3 spots,
-# 112 shared 5), each one's spots read and compared.
+# chance, each of them a candidate to read and compare.
 LARGE_PAGE_SPOTS, SPOT_OVERLAP_LARGE = 150, 6
 
 # Once the spot order is frozen, a spot of the rarest class (seen in one page or none at the
 # freeze) is keyed by its top RARE_BUCKET_BITS bits, so the rare spots of one bucket share
-# lists: most rare spots are in one page only, and a row costs ~14 bytes beside its 4-byte ids.
+# lists: most rare spots are in one page only, and a row costs more than the ids it holds.
 RARE_BUCKET_BITS = 20
 
 # Posting lists hold document ids as uint32s.

@@ -24,13 +24,12 @@ from .sqlite_open import check_intact, connect_read_only, read_schema, unusable
 
 logger = logging.getLogger(__name__)
 
-# WAL pages before a commit copies them back into the file itself. A check writes ~60 pages;
-# since the ``Checkpointer`` thread copies the WAL beside the checks, this is a backstop for
-# when checks come back to back (SQLite's 1,000 made every ~16th check pay for a checkpoint).
+# WAL pages before a commit copies them back into the file itself: the ``Checkpointer`` thread
+# copies the WAL beside the checks, so this is only a backstop for checks that come back to back.
 WAL_AUTOCHECKPOINT = 131072
 
 # Prepared statements a connection keeps: a check's queries bind as many values as the page has
-# spot ranges, candidates or lookup keys, so their texts vary, and Python's 128 kept re-preparing.
+# spot ranges, candidates or lookup keys, so their texts vary more than Python's 128 hold.
 STATEMENT_CACHE = 1024
 
 # Seconds SQLite waits for another process's lock before the wait is logged (and retried up

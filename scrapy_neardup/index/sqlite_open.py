@@ -11,8 +11,8 @@ from ..exceptions import IndexFileError
 from . import schema
 
 SQLITE_HEADER = b"SQLite format 3\x00"
-# Files up to this size are checked (PRAGMA quick_check) when opened: ~0.1 s a 10 MB file;
-# larger ones would make every start slow, and a damage is still met as an error.
+# Files up to this size are checked (PRAGMA quick_check) when opened; larger ones would make
+# every start slow, and a damage is still met as an error.
 QUICK_CHECK_BYTES = 256 << 20
 WAL_HEADER_BYTES = 32  # a -wal file this short holds no page
 
