@@ -37,18 +37,18 @@ class NearDuplicateItem(DropItem):
 class NearDupPipeline:
     """Drops or tags items whose content near-duplicates an item or page seen before.
 
-    An item yielded from a page the middleware judged, or whose URL field
-    (``NEARDUP_URL_FIELD``, default ``url``) names one, takes that page's verdict, so no page
-    is fingerprinted twice and a duplicate page's items are dropped. Any other item (of a
-    JSON or XML response, a feed) is judged by its ``NEARDUP_ITEM_FIELD`` (by default the first of ``html``,
-    ``body``, ``text``, ``content`` it has): a value that starts with a tag or holds a
-    common one (``<p>``, ``<div>``, ...) is HTML: a whole page goes through the configured
-    extractor, a fragment (no ``<html>`` or ``<body>``) through ``plain``; any other value
-    is main text as it is. Drop mode raises
-    ``NearDuplicateItem`` (a ``DropItem``, logged at DEBUG) for a sure duplicate; tag mode, and
-    a match under ``NEARDUP_DROP_ABOVE``, store the verdict dict in ``NEARDUP_TAG_FIELD``
-    (default ``neardup``). Items with neither a known page nor a content field pass unchanged
-    and count as ``neardup/skipped/no_content`` (the first one logs a warning naming
+    An item yielded from a page the middleware judged takes that page's verdict (handed over
+    by NearDupSpiderMiddleware), so no page is fingerprinted twice and a duplicate page's
+    items are dropped. Any other item (of a JSON or XML response, a feed) is judged by its
+    ``NEARDUP_ITEM_FIELD`` (by default the first of ``html``, ``body``, ``text``,
+    ``content`` it has), under the URL in ``NEARDUP_URL_FIELD``: a value that starts with a
+    tag or holds a common one (``<p>``, ``<div>``, ...) is HTML: a whole page goes through the
+    configured extractor, a fragment (no ``<html>`` or ``<body>``) through ``plain``; any
+    other value is main text as it is. Drop mode raises ``NearDuplicateItem`` (a
+    ``DropItem``, logged at DEBUG) for a sure duplicate; tag mode, and a match under
+    ``NEARDUP_DROP_ABOVE``, store the verdict dict in ``NEARDUP_TAG_FIELD`` (default
+    ``neardup``). Items with neither a known page nor a content field pass unchanged and
+    count as ``neardup/skipped/no_content`` (the first one logs a warning naming
     ``NEARDUP_ITEM_FIELD``).
     """
 
