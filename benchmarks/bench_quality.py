@@ -61,6 +61,7 @@ import quality_data as qd
 
 from scrapy_neardup import text as text_module
 from scrapy_neardup import tokens as tokens_module
+from scrapy_neardup.config import EXTRACTORS as ALL_EXTRACTORS
 from scrapy_neardup.config import PRESETS, DedupConfig
 from scrapy_neardup.exceptions import SkipPage
 from scrapy_neardup.fingerprint import Fingerprint, fingerprint
@@ -71,7 +72,7 @@ from scrapy_neardup.tokens import tokenize
 from scrapy_neardup.verify import compare
 
 ALL_METHODS = ("exact", "spotsigs", "simhash", "minhash", "shingles", "imatch", "ksentence")
-EXTRACTORS = ("trafilatura", "trafilatura-fast", "resiliparse", "plain")
+EXTRACTORS = tuple(e for e in ALL_EXTRACTORS if e != "text")
 CACHE = qd.REPO / "benchmarks" / ".data" / "cache"
 GET_LLVM_DOCS = qd.REPO.parent / "shared" / "scripts" / "get-llvm-docs"
 # The targets for the defaults.

@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from scrapy_neardup.config import EXTRACTORS as ALL_EXTRACTORS
 from scrapy_neardup.config import DedupConfig
 from scrapy_neardup.exceptions import SkipPage
 from scrapy_neardup.fingerprint import fingerprint
@@ -60,7 +61,7 @@ REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "aeb"
 LONG_SITE = REPO / "benchmarks" / ".data" / "llvm-docs-site"
 SITE_SCRIPT = REPO.parent / "shared" / "scripts" / "get-llvm-docs"
-EXTRACTORS = ("trafilatura", "trafilatura-fast", "resiliparse", "plain")
+EXTRACTORS = tuple(e for e in ALL_EXTRACTORS if e != "text")
 MAX_BODY = 5_000_000
 CORE_TARGET_MS = 1.0
 LONG_P90_TARGET_MS = 2.0

@@ -40,7 +40,7 @@ from .knobs import (
 from .signatures.spotsigs import ANTECEDENTS
 
 METHODS = registry.BUILT_IN
-EXTRACTORS = ("trafilatura", "trafilatura-fast", "resiliparse", "plain", "text")
+EXTRACTORS = ("trafilatura", "trafilatura-fast", "resiliparse", "auto", "plain", "text")
 LANGUAGES = ("auto", *sorted(ANTECEDENTS))
 SCOPES = ("global", "domain", "host")
 MAX_WORKERS = max(64, 4 * (os.cpu_count() or 1))  # worker processes a crawl or a scan may start

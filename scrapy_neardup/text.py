@@ -11,9 +11,10 @@ import logging
 import re
 from collections.abc import Callable
 from html import unescape
+from typing import Any
 
 from .exceptions import MissingExtraError, SkipPage
-from .tokens import TOKEN
+from .tokens import TOKEN, words
 
 logger = logging.getLogger(__name__)
 
@@ -115,14 +116,58 @@ def _trafilatura(html: str, fast: bool) -> str | None:
     return text
 
 
-def _resiliparse(html: str) -> str | None:
+# resiliparse leaves out what trafilatura does (comments, post meta, figures and their captions):
+# a page's copy under another template does not carry them.
+_RESILIPARSE_SKIP = ("figure", "figcaption", "[class*=caption]", "[id*=caption]")
+# The ``auto`` extractor: pages with more elements than this go to resiliparse; a fast-mode text
+# with less than this share of the page's visible words is taken again in the full mode.
+LARGE_PAGE, MISSED_SHARE = 1500, 0.1
+
+
+def _resiliparse_module() -> Any:
     try:
-        from resiliparse.extract.html2text import extract_plain_text
+        import resiliparse.extract.html2text as html2text
+        import resiliparse.parse.html as parse_html
     except ImportError:
-        raise MissingExtraError("NEARDUP_EXTRACTOR = 'resiliparse'", "fast", "resiliparse") from None
-    return extract_plain_text(
-        html, main_content=True, preserve_formatting=True, alt_texts=False, list_bullets=False
+        feature = "NEARDUP_EXTRACTOR = 'resiliparse' or 'auto'"
+        raise MissingExtraError(feature, "fast", "resiliparse") from None
+    return html2text, parse_html
+
+
+def _resiliparse(html: Any) -> str | None:
+    """resiliparse's main content of a page (a string or a tree it parsed)."""
+    html2text, _ = _resiliparse_module()
+    return html2text.extract_plain_text(
+        html,
+        main_content=True,
+        preserve_formatting=True,
+        alt_texts=False,
+        list_bullets=False,
+        comments=False,
+        post_meta=False,
+        skip_elements=_RESILIPARSE_SKIP,
     )
+
+
+def _auto(html: str) -> str | None:
+    """trafilatura's fast mode on a page of usual size, resiliparse on a large one.
+
+    trafilatura's time grows faster than the page's element count, resiliparse's with it; on a
+    long page (a reference manual, a long listing) the boilerplate is a small share of the
+    text, so resiliparse's coarser cut changes little. The fast mode leaves out trafilatura's
+    fallback extractors, which are there for a page whose main text it missed: when its text
+    holds under ``MISSED_SHARE`` of the page's visible words (a block of teasers taken for the
+    article), the full mode runs. One parse serves the count, the visible words and resiliparse.
+    """
+    html2text, parse_html = _resiliparse_module()
+    tree = parse_html.HTMLTree.parse(html)
+    if tree.body is not None and len(tree.body.query_selector_all("*")) > LARGE_PAGE:
+        return _resiliparse(tree)
+    text = _trafilatura(html, fast=True)
+    visible = html2text.extract_plain_text(tree, alt_texts=False, list_bullets=False)
+    if not text or len(words(text)) < MISSED_SHARE * len(words(visible)):
+        text = _trafilatura(html, fast=False) or text
+    return text or _resiliparse(tree)
 
 
 def _plain(html: str) -> str | None:
@@ -149,6 +194,7 @@ EXTRACTOR_FUNCS: dict[str, Callable[[str], str | None]] = {
     "trafilatura": lambda html: _trafilatura(html, fast=False),
     "trafilatura-fast": lambda html: _trafilatura(html, fast=True),
     "resiliparse": _resiliparse,
+    "auto": _auto,
     "plain": _plain,
     "text": _text,
 }

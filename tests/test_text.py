@@ -70,7 +70,7 @@ def test_binary_bodies_are_recognized():
     assert not looks_binary("\ufeff<p>x</p>".encode("utf-16-le"))
 
 
-@pytest.mark.parametrize("extractor", ["trafilatura", "trafilatura-fast", "resiliparse", "plain"])
+@pytest.mark.parametrize("extractor", ["trafilatura", "trafilatura-fast", "resiliparse", "auto", "plain"])
 def test_every_extractor_finds_the_article_and_drops_scripts(extractor):
     text = main_text(ARTICLE.encode(), extractor)
     assert "harbour of the old town was reopened" in text
@@ -80,6 +80,71 @@ def test_every_extractor_finds_the_article_and_drops_scripts(extractor):
 def test_plain_keeps_boilerplate_but_trafilatura_drops_it():
     assert "Copyright 2026" in main_text(ARTICLE, "plain")
     assert "Copyright 2026" not in main_text(ARTICLE, "trafilatura")
+
+
+def test_resiliparse_leaves_out_captions_and_comments_as_trafilatura_does():
+    page = ARTICLE.replace(
+        "</article>",
+        "<figure><img src='a.jpg'><figcaption>The pier at dawn, photographed by a reader</figcaption>"
+        "</figure><div class='photo-caption'>Boats waiting in the outer harbour</div></article>"
+        "<section class='comments'><h2>Comments</h2><div class='comment'><p>Great news for the town, "
+        "I remember the storm and the damage it did to every pier.</p></div></section>",
+    )
+    for extractor in ("resiliparse", "trafilatura"):
+        text = main_text(page, extractor)
+        assert "harbour of the old town was reopened" in text
+        assert "photographed by a reader" not in text and "Boats waiting" not in text
+        assert "I remember the storm" not in text
+
+
+def large(page: str, elements: int) -> str:
+    """``page`` with ``elements`` empty spans added before its article."""
+    return page.replace("<article>", "<span></span>" * elements + "<article>")
+
+
+@pytest.mark.parametrize(("elements", "expected"), [(0, "trafilatura-fast"), (2000, "resiliparse")])
+def test_auto_sends_large_pages_to_resiliparse(monkeypatch, elements, expected):
+    from scrapy_neardup import text as text_module
+
+    called = []
+    trafilatura, resiliparse = text_module._trafilatura, text_module._resiliparse
+
+    def spy_trafilatura(html, fast):
+        called.append("trafilatura-fast" if fast else "trafilatura")
+        return trafilatura(html, fast)
+
+    def spy_resiliparse(html):
+        called.append("resiliparse")
+        return resiliparse(html)
+
+    monkeypatch.setattr(text_module, "LARGE_PAGE", 1000)
+    monkeypatch.setattr(text_module, "_trafilatura", spy_trafilatura)
+    monkeypatch.setattr(text_module, "_resiliparse", spy_resiliparse)
+    text = main_text(large(ARTICLE, elements), "auto")
+    assert called == [expected]
+    assert "harbour of the old town was reopened" in text and "Copyright 2026" not in text
+
+
+def test_auto_takes_the_full_mode_when_the_fast_mode_misses_the_article(monkeypatch):
+    from scrapy_neardup import text as text_module
+
+    modes = []
+    trafilatura = text_module._trafilatura
+
+    def teasers_when_fast(html, fast):
+        modes.append(fast)
+        return "Harbour news. Read more" if fast else trafilatura(html, fast)
+
+    monkeypatch.setattr(text_module, "_trafilatura", teasers_when_fast)
+    assert "harbour of the old town was reopened" in main_text(ARTICLE, "auto")
+    assert modes == [True, False]
+
+
+def test_auto_falls_back_to_resiliparse_when_trafilatura_finds_nothing(monkeypatch):
+    from scrapy_neardup import text as text_module
+
+    monkeypatch.setattr(text_module, "_trafilatura", lambda html, fast: None)
+    assert "harbour of the old town was reopened" in main_text(ARTICLE, "auto")
 
 
 def test_text_extractor_passes_text_through():
@@ -126,10 +191,11 @@ def test_failing_extractor_becomes_a_skip(monkeypatch):
     assert "parser exploded" in info.value.detail
 
 
-def test_missing_resiliparse_names_the_extra(monkeypatch):
+@pytest.mark.parametrize("extractor", ["resiliparse", "auto"])
+def test_missing_resiliparse_names_the_extra(monkeypatch, extractor):
     monkeypatch.setitem(sys.modules, "resiliparse.extract.html2text", None)
     with pytest.raises(MissingExtraError) as info:
-        main_text(ARTICLE, "resiliparse")
+        main_text(ARTICLE, extractor)
     assert "scrapy-neardup[fast]" in str(info.value)
 
 
