@@ -30,12 +30,14 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 SITE = REPO / "benchmarks" / ".data" / "llvm-docs-site"
+NEWS_SITE = REPO / "benchmarks" / ".data" / "news-site"
 SCRIPT = REPO.parent / "shared" / "scripts" / "get-llvm-docs"
 
 # None: the crawl without the add-on; {}: the add-on with its default settings.
@@ -46,6 +48,9 @@ CONFIGS: dict[str, dict | None] = {
     "trafilatura inline": {"NEARDUP_EXTRACTOR": "trafilatura", "NEARDUP_WORKERS": 0},
     "trafilatura workers=2": {"NEARDUP_EXTRACTOR": "trafilatura", "NEARDUP_WORKERS": 2},
     "trafilatura-fast inline": {"NEARDUP_EXTRACTOR": "trafilatura-fast", "NEARDUP_WORKERS": 0},
+    "auto inline": {"NEARDUP_EXTRACTOR": "auto", "NEARDUP_WORKERS": 0},
+    "auto workers=1": {"NEARDUP_EXTRACTOR": "auto", "NEARDUP_WORKERS": 1},
+    "auto workers=2": {"NEARDUP_EXTRACTOR": "auto", "NEARDUP_WORKERS": 2},
     "resiliparse inline": {"NEARDUP_EXTRACTOR": "resiliparse", "NEARDUP_WORKERS": 0},
     "resiliparse workers=2": {"NEARDUP_EXTRACTOR": "resiliparse", "NEARDUP_WORKERS": 2},
     # Tag mode: every page still reaches the spider, so nothing is saved by not parsing the
@@ -82,7 +87,7 @@ def crawl_once(start_url: str, settings: dict, out: Path) -> None:
                 yield {"url": response.url, "title": response.css("title::text").get()}
                 for href in response.css("a::attr(href)").getall():
                     url = response.urljoin(href).split("#")[0]
-                    if url.startswith(start_url.rsplit("/", 1)[0]) and url.endswith(".html"):
+                    if url.startswith(start_url.rsplit("/", 1)[0]) and url.split("?")[0].endswith(".html"):
                         yield scrapy.Request(url)
 
     process = CrawlerProcess(
@@ -109,6 +114,7 @@ def crawl_once(start_url: str, settings: dict, out: Path) -> None:
                 # response_received (IgnoreRequest stops it in the middleware chain).
                 "pages": stats.get("downloader/response_count", 0),
                 "seconds": stats["elapsed_time_seconds"],
+                "own_cpu": sum(resource.getrusage(resource.RUSAGE_SELF)[:2]),  # the crawl's process alone
                 "neardup": {k: v for k, v in stats.items() if k.startswith("neardup/")},
                 "dropped": dropped,
             }
@@ -121,8 +127,6 @@ def addon_steps(site: Path, settings: dict, out: Path) -> None:
     them inline (raw-copy lookup, extraction, signatures, index check), and each step's mean ms.
     The extraction is split into the extractor's own call and the add-on's text work around it
     (decoding, the pathological-page check, the repeated-lines pass, the title)."""
-    import time
-
     from scrapy_neardup import text as text_module
     from scrapy_neardup.config import DedupConfig
     from scrapy_neardup.detector import Arrival, Detector
@@ -200,6 +204,50 @@ def clusters(db: Path) -> set[frozenset[str]]:
     return {frozenset(g) for g in groups.values()}
 
 
+def dropped_by_truth(site: Path, dropped: list[str]) -> dict[str, int]:
+    """The items a crawl of the news site dropped: copies (``truth.json``) and anything else."""
+    copies = json.loads((site / "truth.json").read_text())
+    counts = {"duplicate": 0, "ambiguous": 0, "distinct": 0}
+    for url in dropped:
+        counts["duplicate" if "/" + url.split("/", 3)[3] in copies else "distinct"] += 1
+    return counts
+
+
+def tree_memory(root: int) -> float:
+    """MiB of the process ``root`` and its descendants together, by their proportional set size
+    (a page shared by several processes counts its share in each), from /proc (Linux)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        try:
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1])
+        except OSError:
+            continue
+    return total / 1024
+
+
+def run_sampled(command: list[str], cwd: str, env: dict) -> float:
+    """Run a crawl to its end, sampling its process tree's memory; the peak MiB."""
+    proc = subprocess.Popen(command, cwd=cwd, env=env)
+    peak = 0.0
+    while proc.poll() is None:
+        peak = max(peak, tree_memory(proc.pid))
+        time.sleep(0.2)
+    if proc.returncode:
+        raise subprocess.CalledProcessError(proc.returncode, command)
+    return peak
+
+
 def dropped_by_label(site: Path, db: Path, dropped: list[str]) -> dict[str, int]:
     """The items a crawl dropped, by the label of the pair (page, the page it duplicates) in the
     site's labels.jsonl: duplicate, ambiguous, or distinct (every pair not listed)."""
@@ -220,7 +268,11 @@ def dropped_by_label(site: Path, db: Path, dropped: list[str]) -> dict[str, int]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--site", type=Path, default=SITE)
+    parser.add_argument(
+        "--site", default="llvm",
+        help="llvm (the LLVM and Clang docs, built when missing), news (aeb article pages with copies, "
+        "built when missing) or a folder",
+    )  # fmt: skip
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument(
         "--configs", default=DEFAULT_CONFIGS, help=f"comma-separated, of: {', '.join(CONFIGS)}"
@@ -232,6 +284,7 @@ def main() -> None:
     parser.add_argument("--crawl", nargs=3, metavar=("URL", "SETTINGS", "OUT"), help=argparse.SUPPRESS)
     parser.add_argument("--steps", nargs=2, metavar=("SETTINGS", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    args.site = {"llvm": SITE, "news": NEWS_SITE}.get(args.site) or Path(args.site)
     if args.crawl:
         crawl_once(args.crawl[0], json.loads(args.crawl[1]), Path(args.crawl[2]))
         return
@@ -239,8 +292,9 @@ def main() -> None:
         addon_steps(args.site, json.loads(args.steps[0]), Path(args.steps[1]))
         return
     if not (args.site / "index.html").exists():
-        print(f"building the site into {args.site} with {SCRIPT} ...", file=sys.stderr)
-        subprocess.run([sys.executable, str(SCRIPT), "--out", str(args.site)], check=True)
+        builder = [str(Path(__file__).with_name("news_site.py"))] if args.site == NEWS_SITE else [str(SCRIPT)]
+        print(f"building the site into {args.site} with {builder[0]} ...", file=sys.stderr)
+        subprocess.run([sys.executable, *builder, "--out", str(args.site)], check=True)
     server = ThreadingHTTPServer(("127.0.0.1", 0), partial(QuietHandler, directory=str(args.site)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     start_url = f"http://127.0.0.1:{server.server_address[1]}/index.html"
@@ -256,6 +310,8 @@ def main() -> None:
     found: dict[str, set[frozenset[str]]] = {}
     counts: dict[str, dict] = {}
     labelled: dict[str, dict[str, int]] = {}
+    memory: dict[str, list[float]] = {name: [] for name in names}  # peak MiB of the crawl's process tree
+    own_cpu: dict[str, list[float]] = {name: [] for name in names}  # CPU ms a page: the crawl's process alone
     with tempfile.TemporaryDirectory() as tmp:
         for run in range(args.repeat):
             for name in names:  # interleaved, so a noisy minute hurts every configuration alike
@@ -269,12 +325,13 @@ def main() -> None:
                     env["PYTHONPATH"] = str(args.baseline.resolve())
                 command = [sys.executable, __file__, "--crawl", start_url, json.dumps(settings), str(out)]
                 before = cpu_seconds()
-                subprocess.run(command, check=True, cwd=tmp, env=env)
+                memory[name].append(run_sampled(command, tmp, env))
                 result = json.loads(out.read_text())
                 speeds[name].append(result["pages"] / result["seconds"])
                 served, crawled = (now - then for now, then in zip(cpu_seconds(), before, strict=True))
                 cpu[name].append((served + crawled) / result["pages"] * 1000)
                 crawl_cpu[name].append(crawled / result["pages"] * 1000)
+                own_cpu[name].append(result["own_cpu"] / result["pages"] * 1000)
                 print(f"  run {run + 1} {name}: {speeds[name][-1]:.1f} pages/s", file=sys.stderr)
                 if run == 0:
                     counts[name] = {"pages": result["pages"], **result["neardup"]}
@@ -282,6 +339,8 @@ def main() -> None:
                         found[name] = clusters(db)
                         if (args.site / "labels.jsonl").exists():
                             labelled[name] = dropped_by_label(args.site, db, result["dropped"])
+                        elif (args.site / "truth.json").exists():
+                            labelled[name] = dropped_by_truth(args.site, result["dropped"])
         # The add-on's own steps, timed alone on the site's pages (the same hour as the crawls).
         steps: dict[str, dict[str, float]] = {}
         for name in names:
@@ -302,16 +361,22 @@ def main() -> None:
 
     cores = usable_cores()
     header = f"{'configuration':<28} | {'pages':>5} | {'pages/s':>8} | {'vs without':>10} | {'dropped':>7}"
-    print(header + f" | clusters | CPU ms/page | CPU bound on {cores} cores")
+    print(
+        header
+        + f" | clusters | CPU ms/page | CPU bound on {cores} cores | crawl's own ms | peak MiB | added MiB"
+    )
+    base_memory = statistics.median(memory[names[0]])
     for name in names:
         median = statistics.median(speeds[name])
         dropped = counts[name].get("neardup/dropped", "")
         n_clusters = len(found.get(name, ()))
         cpu_ms = statistics.median(cpu[name])
         bound = cores * 1000 / cpu_ms / base  # pages/s if every core were busy all the time, vs without
+        peak = statistics.median(memory[name])
         print(
             f"{name:<28} | {counts[name]['pages']:>5} | {median:>8.1f} | {median / base:>9.2f}x"
-            f" | {dropped!s:>7} | {n_clusters:>8} | {cpu_ms:>11.1f} | {bound:.2f}x"
+            f" | {dropped!s:>7} | {n_clusters:>8} | {cpu_ms:>11.1f} | {bound:>19.2f}x"
+            f" | {statistics.median(own_cpu[name]):>14.1f} | {peak:>8.0f} | {peak - base_memory:>9.0f}"
         )
     if steps and names[0] == "without":
         own_ms = statistics.median(crawl_cpu["without"])

@@ -190,7 +190,7 @@ class DedupConfig:
         _known_methods,
     )
     extractor: str = knob(
-        "trafilatura",
+        "auto",
         parse_str,
         f"main-text extractor: {', '.join(EXTRACTORS)}",
         _one_of(EXTRACTORS, "extractor"),

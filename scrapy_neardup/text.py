@@ -159,7 +159,10 @@ def _auto(html: str) -> str | None:
     holds under ``MISSED_SHARE`` of the page's visible words (a block of teasers taken for the
     article), the full mode runs. One parse serves the count, the visible words and resiliparse.
     """
-    html2text, parse_html = _resiliparse_module()
+    try:
+        html2text, parse_html = _resiliparse_module()
+    except MissingExtraError:  # no wheel for this platform (musl, Windows on ARM): trafilatura alone
+        return _trafilatura(html, fast=True) or _trafilatura(html, fast=False)
     tree = parse_html.HTMLTree.parse(html)
     if tree.body is not None and len(tree.body.query_selector_all("*")) > LARGE_PAGE:
         return _resiliparse(tree)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import re
@@ -46,13 +47,18 @@ def fingerprint_job(body: bytes | str, config: DedupConfig, **options: object) -
     """``fingerprint`` where it runs: a worker is a new process, so the modules that register a
     project's own methods (NEARDUP_METHOD_MODULES) are imported there first."""
     load_method_modules(config)
-    return fingerprint(body, config, **options)
+    fp = fingerprint(body, config, **options)
+    if len(fp.text) > config.keep_text:  # only so much is kept; the rest would cross the pipe for nothing
+        fp = dataclasses.replace(fp, text=fp.text[: config.keep_text])
+    return fp
 
 
-# A crawl's default pool: one process a core this process may use, up to 4 (each holds an extractor,
-# about 100 MB), none on one core; started after the first AUTO_WORKERS_AFTER pages, so a short
+# A crawl's default pool: a process for each core this process may use, up to 4 (each holds an
+# extractor), none on one core; started after the first AUTO_WORKERS_AFTER pages, so a short
 # crawl never pays for starting processes.
 AUTO_WORKERS_MAX, AUTO_WORKERS_AFTER = 4, 20
+# Pages a pool fingerprints between two looks at its workers' memory (neardup/workers/memory_mb).
+MEMORY_EVERY = 50
 
 
 def usable_cores() -> int:
@@ -67,6 +73,19 @@ def default_workers() -> int:
     """NEARDUP_WORKERS when it is not set: a pool the size of the usable cores, 0 on one core."""
     cores = usable_cores()
     return 0 if cores < 2 else min(AUTO_WORKERS_MAX, cores)
+
+
+def memory_mb(pids: list[int]) -> float | None:
+    """The processes' memory together, in MiB, by proportional set size (a page they share counts
+    its share in each, so a sum never counts it twice); None where /proc cannot tell (not Linux)."""
+    total = 0
+    for pid in pids:
+        try:
+            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+        except OSError:
+            return None
+        total += next((int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:")), 0)
+    return total / 1024
 
 
 _MAIN_GUARD = re.compile(r"""__name__\s*==\s*["']__main__["']""")
@@ -107,6 +126,7 @@ class WorkerPool:
         self.start_after = start_after
         self._pages = 0
         self.pooled = 0  # pages fingerprinted by a worker
+        self.peak_memory_mb: float | None = None  # the workers' memory together, at its highest seen
         self._pool: ProcessPoolExecutor | None = None
         self._warming: list[asyncio.Future] = []  # each worker's first page: imports the extractor
         self._inflight: set[asyncio.Future] = set()
@@ -151,6 +171,8 @@ class WorkerPool:
                 self._lost(pool)
             if not isinstance(error, (WorkersStopped, BrokenProcessPool)):
                 self.pooled += 1
+                if self.pooled % MEMORY_EVERY == 1:
+                    self.look_at_memory()
                 return waiter.result()
         # Passed on unjudged, like a page over its time: the workers were stopped under it again.
         detail = "the worker processes were stopped twice under this page"
@@ -189,6 +211,13 @@ class WorkerPool:
         self._inflight.add(waiter)
         return waiter
 
+    def look_at_memory(self) -> None:
+        """Note the workers' memory together, when it is the highest seen."""
+        pids = [process.pid for process in getattr(self._pool, "_processes", {}).values()]
+        now = memory_mb(pids) if pids else None
+        if now is not None and (self.peak_memory_mb is None or now > self.peak_memory_mb):
+            self.peak_memory_mb = now
+
     def stop(self) -> None:
         """End the pool's processes (the jobs in flight end with WorkersStopped)."""
         pool, self._pool = self._pool, None
@@ -226,5 +255,6 @@ class WorkerPool:
 
     def close(self) -> None:
         if self._pool is not None:
+            self.look_at_memory()
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None

@@ -3,14 +3,15 @@
     python tests/crawl_runner.py CONFIG.json
 
 CONFIG: {"start_urls": [...], "settings": {...}, "out": "result.json", "skip_pattern": "...",
-"dont_filter": false, "spider_args": {...}}. The result file gets the crawl's stats, the URLs that reached the
-spider's callback and, per URL, the ``neardup`` meta the middleware left; a failure to start
-prints the error and exits with status 2.
+"dont_filter": false, "item_pattern": "...", "spider_args": {...}}. The result file gets the
+crawl's stats, the URLs that reached the spider's callback and, per URL, the ``neardup`` meta
+the middleware left; a failure to start prints the error and exits with status 2.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 import scrapy
@@ -25,11 +26,19 @@ class SiteSpider(scrapy.Spider):
 
     name = "site"
 
-    def __init__(self, start_urls: list[str], skip_pattern: str = "", dont_filter: bool = False, **kw):
+    def __init__(
+        self,
+        start_urls: list[str],
+        skip_pattern: str = "",
+        dont_filter: bool = False,
+        item_pattern: str = "",
+        **kw,
+    ):
         super().__init__(**kw)
         self.start_urls = start_urls
         self.skip_pattern = skip_pattern
         self.dont_filter = dont_filter
+        self.item_pattern = re.compile(item_pattern)  # items only of the pages it finds: articles
         self.parsed: list[str] = []
         self.page_meta: dict[str, object] = {}
 
@@ -57,7 +66,8 @@ class SiteSpider(scrapy.Spider):
             or "html" not in response.headers.get("Content-Type", b"").decode()
         ):
             return
-        yield {"url": response.url, "html": response.text}
+        if self.item_pattern.search(response.url):
+            yield {"url": response.url, "html": response.text}
         for href in response.css("a::attr(href)").getall():
             yield self.request(response.urljoin(href))
 
@@ -89,6 +99,7 @@ def main() -> int:
         start_urls=config["start_urls"],
         skip_pattern=config.get("skip_pattern", ""),
         dont_filter=config.get("dont_filter", False),
+        item_pattern=config.get("item_pattern", ""),
         **config.get("spider_args", {}),
     )
     deferred.addErrback(lambda failure: failures.append(failure.getErrorMessage() or repr(failure.value)))

@@ -136,6 +136,8 @@ def test_items_of_a_json_response_are_judged_from_their_field(tmp_path):
     pipeline = NearDupPipeline.from_crawler(crawler)
     request, page = respond("http://a.example/library", ARTICLE)
     run(middleware.process_response(request, page))
+    (story,) = spider_middleware.process_spider_output(page, [{"url": page.url, "html": page.text}])
+    assert run(pipeline.process_item(story)) is story
     request = Request("http://a.example/api/stories")
     api = TextResponse(request.url, body=b"[]", headers={"Content-Type": "application/json"}, request=request)
     assert run(middleware.process_response(request, api)) is api
@@ -279,3 +281,27 @@ def test_a_third_backend_is_one_module_and_one_registry_line(tmp_path, monkeypat
                 tmp_path, NEARDUP_BACKEND="toy", NEARDUP_DB=str(tmp_path / "other.pickle"), NEARDUP_RESET=True
             )
         )
+
+
+@pytest.mark.parametrize("original_items", [0, 1])
+def test_a_copy_keeps_its_item_when_its_original_gave_none(tmp_path, original_items):
+    """A home page that shows an article in full is judged first: the article's own page is its
+    copy. Its item is dropped only when the spider took an item from the original."""
+    crawler = make_crawler(tmp_path, ITEM_PIPELINES={NearDupPipeline: 200})
+    middleware = NearDupDownloaderMiddleware.from_crawler(crawler)
+    spider_middleware = NearDupSpiderMiddleware.from_crawler(crawler)
+    pipeline = NearDupPipeline.from_crawler(crawler)
+    request, home = respond("http://a.example/", ARTICLE)
+    run(middleware.process_response(request, home))
+    taken = [{"url": home.url, "html": home.text}][:original_items]  # a listing gives no item
+    for item in spider_middleware.process_spider_output(home, taken):
+        run(pipeline.process_item(item))
+    request, story = respond("http://a.example/story", ARTICLE)
+    run(middleware.process_response(request, story))
+    (item,) = spider_middleware.process_spider_output(story, [{"url": story.url, "html": story.text}])
+    if original_items:
+        with pytest.raises(NearDuplicateItem):
+            run(pipeline.process_item(item))
+    else:
+        assert run(pipeline.process_item(item))["neardup"]["duplicate_of"] == home.url  # kept, tagged
+        assert crawler.stats.get_value("neardup/kept/first") == 1

@@ -206,7 +206,7 @@ def test_default_pool_starts_after_the_first_pages_and_keeps_verdicts(aeb_pages)
 def test_pages_waiting_for_a_worker_stopped_by_a_timeout_go_to_the_next_pool(aeb_pages):
     """A page over NEARDUP_PAGE_TIMEOUT stops the pool under the pages waiting for its worker:
     they are fingerprinted by the next pool, not failed."""
-    config = DedupConfig()
+    config = DedupConfig(extractor="trafilatura")  # slow on the long page
     bodies = list(aeb_pages.values())[:3]
 
     async def run() -> tuple[WorkerPool, list]:
@@ -229,7 +229,7 @@ def test_pages_waiting_for_a_worker_stopped_by_a_timeout_go_to_the_next_pool(aeb
 def test_a_page_whose_workers_are_stopped_twice_passes_unjudged(aeb_pages):
     """A page under which the pool is stopped on both tries is passed on as ``workers_stopped``,
     not an error; a page waiting meanwhile is fingerprinted or passed on the same way."""
-    config = DedupConfig()
+    config = DedupConfig(extractor="trafilatura")  # slow on the long page
 
     async def busy(pool: WorkerPool) -> None:
         while pool._pool is None or not pool._slots.locked():
@@ -256,7 +256,7 @@ def test_a_page_whose_workers_are_stopped_twice_passes_unjudged(aeb_pages):
 def test_a_page_whose_worker_died_is_fingerprinted_by_a_new_pool(aeb_pages, caplog):
     """A worker killed under a page (out of memory, a signal) breaks the pool: the page goes to a
     new one, and so do the pages after it."""
-    config = DedupConfig()
+    config = DedupConfig(extractor="trafilatura")  # slow on the long page
     page, body = long_page(5_000), next(iter(aeb_pages.values()))
 
     async def run() -> tuple[WorkerPool, Fingerprint, Fingerprint]:

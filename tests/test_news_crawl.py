@@ -8,6 +8,9 @@ import pytest
 from crawling import ADDON, crawl, serve
 from news_site import build
 
+# A news spider takes items from article pages (and their print versions), not from its listings.
+ARTICLES = r"/(news|print|blog)/"
+
 
 def path_of(url: str) -> str:
     """A crawled URL's path and query, or an API entry's own (relative) URL."""
@@ -27,7 +30,7 @@ def test_the_addon_line_stores_every_story_once(tmp_path, concurrency, seed):
     stories = {what for what in holds.values() if what.startswith("story:")}
     settings = {**ADDON, "NEARDUP_DB": str(tmp_path / "news.sqlite"), "CONCURRENT_REQUESTS": concurrency}
     with serve(site) as base:
-        result = crawl(tmp_path, [base + "/index.html"], settings)
+        result = crawl(tmp_path, [base + "/index.html"], settings, item_pattern=ARTICLES)
     assert stored_stories(result, holds) == collections.Counter(stories)
     meta = {path_of(url): result["meta"].get(url) or {} for url in result["parsed"]}
     # A listing that repeats its twin was judged a duplicate, and reached the spider all the same.
@@ -45,7 +48,7 @@ def test_ignoring_duplicate_responses_loses_a_story_only_a_twin_links_to(tmp_pat
     holds = build(site, 0)
     settings = {**ADDON, "NEARDUP_DB": str(tmp_path / "news.sqlite"), "NEARDUP_ACTION": "ignore"}
     with serve(site) as base:
-        result = crawl(tmp_path, [base + "/index.html"], settings)
+        result = crawl(tmp_path, [base + "/index.html"], settings, item_pattern=ARTICLES)
     stored = stored_stories(result, holds)
     lost = {what for what in holds.values() if what.startswith("story:")} - set(stored)
     assert lost and result["stats"]["neardup/ignored"] >= 1

@@ -191,12 +191,18 @@ def test_failing_extractor_becomes_a_skip(monkeypatch):
     assert "parser exploded" in info.value.detail
 
 
-@pytest.mark.parametrize("extractor", ["resiliparse", "auto"])
-def test_missing_resiliparse_names_the_extra(monkeypatch, extractor):
+def test_missing_resiliparse_names_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "resiliparse.extract.html2text", None)
     with pytest.raises(MissingExtraError) as info:
-        main_text(ARTICLE, extractor)
-    assert "scrapy-neardup[fast]" in str(info.value)
+        main_text(ARTICLE, "resiliparse")
+    assert "resiliparse" in str(info.value)
+
+
+def test_auto_extracts_with_trafilatura_where_resiliparse_cannot_be_installed(monkeypatch):
+    """resiliparse has no wheel for some platforms (Alpine, Windows on ARM): the default still works."""
+    expected = main_text(ARTICLE, "trafilatura-fast")
+    monkeypatch.setitem(sys.modules, "resiliparse.extract.html2text", None)
+    assert main_text(ARTICLE, "auto") == expected
 
 
 def test_normalize_folds_case_width_and_punctuation():

@@ -67,6 +67,7 @@ class NearDupDownloaderMiddleware:
             return response  # any other page's items (JSON, a feed) are judged by the pipeline
         verdict = await self.session.judge(Arrival(response.url, response.body, _content_type(response)))
         request.meta[PAGE_VERDICT] = verdict  # for NearDupSpiderMiddleware: the page's items
+        self.session.page_judged(verdict)
         policy = self.session.policy
         outcome = policy.outcome(verdict)
         if outcome is not None:
@@ -100,10 +101,11 @@ def _content_type(response: Response) -> str | None:
 class NearDupSpiderMiddleware:
     """Links each item to the verdict on the page it came from, so the pipeline reuses it.
 
-    Without it, the pipeline could only match items to pages by their URL field; with it,
-    an item holding the page's text is never judged again (and never found to duplicate
-    its own page). Reads ``response.meta["_neardup_verdict"]``, set by the downloader
-    middleware; writes nothing to items.
+    An item holding its page's text is then never judged again (nor found to duplicate its
+    own page), and a duplicate page's items are dropped. It also tells the session how many
+    items the spider took from each page: a copy's items are kept when its original gave
+    none. Reads ``response.meta["_neardup_verdict"]``, set by the downloader middleware;
+    writes nothing to items.
     """
 
     def __init__(self, session: CrawlSession) -> None:
@@ -118,17 +120,27 @@ class NearDupSpiderMiddleware:
     def process_spider_output(
         self, response: Response, result: Iterable[Any], spider: Any = None
     ) -> Iterable[Any]:
-        verdict = response.meta.get(PAGE_VERDICT)
-        for output in result:
-            if verdict is not None and not isinstance(output, Request):
-                self.session.link_item(output, verdict)
-            yield output
+        verdict, items = response.meta.get(PAGE_VERDICT), 0
+        try:
+            for output in result:
+                if verdict is not None and not isinstance(output, Request):
+                    self.session.link_item(output, verdict)
+                    items += 1
+                yield output
+        finally:
+            if verdict is not None:
+                self.session.page_parsed(verdict, items)
 
     async def process_spider_output_async(
         self, response: Response, result: AsyncIterable[Any], spider: Any = None
     ) -> AsyncIterator[Any]:
-        verdict = response.meta.get(PAGE_VERDICT)
-        async for output in result:
-            if verdict is not None and not isinstance(output, Request):
-                self.session.link_item(output, verdict)
-            yield output
+        verdict, items = response.meta.get(PAGE_VERDICT), 0
+        try:
+            async for output in result:
+                if verdict is not None and not isinstance(output, Request):
+                    self.session.link_item(output, verdict)
+                    items += 1
+                yield output
+        finally:
+            if verdict is not None:
+                self.session.page_parsed(verdict, items)

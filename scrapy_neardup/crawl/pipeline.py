@@ -81,12 +81,12 @@ class NearDupPipeline:
             name = url or f"item:{self._items}"
             page = Arrival(name, content, extractor=item_extractor(content), item=True, named=bool(url))
             verdict = await session.judge(page)
-        outcome = session.policy.outcome(verdict, item=True)
+        outcome = await session.item_outcome(verdict)
         if outcome is not None and (own or outcome not in (Outcome.TAGGED, Outcome.UNCERTAIN)):
             session.acted(verdict, outcome)  # a page's tag is counted once, by the page
         if outcome in (Outcome.DROPPED, Outcome.UNCHANGED):
             raise NearDuplicateItem(verdict)
-        if session.policy.action is Action.TAG or outcome is Outcome.UNCERTAIN:
+        if session.policy.action is Action.TAG or outcome in (Outcome.UNCERTAIN, Outcome.FIRST):
             self._tag(adapter, verdict)
         return item
 

@@ -24,6 +24,7 @@ class Outcome(str, Enum):
     TAGGED = "tagged"  # in tag mode, once a page
     UNCERTAIN = "uncertain"  # a match under the sure bar: let through tagged
     UNCHANGED = "dropped/unchanged"  # an item of an unchanged revisit (NEARDUP_DROP_UNCHANGED)
+    FIRST = "kept/first"  # an item of a sure duplicate whose original put no item out: kept, tagged
 
 
 class Policy:

@@ -7,8 +7,10 @@ its stats, which page each item came from, and its report at close.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import OrderedDict
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,16 @@ from .start import open_session_parts, said_once
 logger = logging.getLogger("scrapy_neardup")
 
 _ATTRIBUTE = "_neardup_session"
-_REMEMBERED = 50_000  # items waiting for the pipeline, oldest out first
+_REMEMBERED = 50_000  # items waiting for the pipeline, and pages of this crawl; oldest out first
+ORIGINAL_WAIT = 30.0  # seconds a copy's item waits for the spider to be done with its original
+
+
+@dataclass
+class _Parsed:
+    """What the spider made of an admitted page: its items, once it is done with it."""
+
+    items: int = 0
+    done: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class CrawlSession:
@@ -47,6 +58,7 @@ class CrawlSession:
         self.detector = detector
         self.stats = stats
         self._items: OrderedDict[int, tuple[Any, Verdict]] = OrderedDict()
+        self._pages: OrderedDict[int, _Parsed] = OrderedDict()  # admitted pages of this crawl, by id
         self._logged_once = False
         self._failures: set[str] = set()
 
@@ -141,6 +153,7 @@ class CrawlSession:
                 Outcome.DROPPED: "Dropped an item of near-duplicate",
                 Outcome.IGNORED: "Ignored near-duplicate",
                 Outcome.TAGGED: "Tagged near-duplicate",
+                Outcome.FIRST: "Kept the first item (its original put none out) of near-duplicate",
             }.get(outcome, "Let through uncertain near-duplicate")
             logger.debug(
                 "%s %s of %s (%s, similarity %.3f)%s", verb, verdict.url,
@@ -161,11 +174,47 @@ class CrawlSession:
         linked = self._items.pop(id(item), None)
         return linked[1] if linked is not None and linked[0] is item else None
 
+    # --- what reached the output --------------------------------------------------------
+
+    def page_judged(self, verdict: Verdict) -> None:
+        """Note a page this crawl admitted, which may be another page's original: its items are
+        yet to come from the spider."""
+        if verdict.doc_id is not None and verdict.judged and not verdict.duplicate:
+            self._pages[verdict.doc_id] = _Parsed()
+            if len(self._pages) > _REMEMBERED:
+                self._pages.popitem(last=False)
+
+    def page_parsed(self, verdict: Verdict, items: int) -> None:
+        """The spider is done with a page: it yielded ``items`` items."""
+        parsed = self._pages.get(verdict.doc_id) if verdict.doc_id is not None else None
+        if parsed is not None:
+            parsed.items += items
+            parsed.done.set()
+
+    async def item_outcome(self, verdict: Verdict) -> Outcome | None:
+        """What becomes of an item with this verdict: the policy's outcome, except that a sure
+        duplicate's item is kept (``kept/first``) when its original, a page of this crawl,
+        yielded no item: a home page that shows an article in full, admitted first, is then
+        its original, and the article's own item is the first of that content. It waits (up to
+        ORIGINAL_WAIT seconds) for the spider to be done with the original."""
+        outcome = self.policy.outcome(verdict, item=True)
+        original = self._pages.get(verdict.duplicate_of) if outcome is Outcome.DROPPED else None
+        if original is None:
+            return outcome
+        try:
+            await asyncio.wait_for(original.done.wait(), ORIGINAL_WAIT)
+        except asyncio.TimeoutError:  # the spider never got the original: let the item through
+            return Outcome.FIRST
+        return Outcome.FIRST if original.items == 0 else outcome
+
     # --- closing ------------------------------------------------------------------------
 
     def spider_closed(self, spider: Any = None, reason: str = "finished") -> None:
         index = self.detector.index
-        self.detector.workers.close()
+        workers = self.detector.workers
+        workers.close()
+        if workers.peak_memory_mb is not None:
+            self.stats.set_value("neardup/workers/memory_mb", round(workers.peak_memory_mb))
         try:
             index.end_run()
         except Exception as exc:  # the run stays open: its pages count as unconfirmed next time, nothing lost
