@@ -43,6 +43,15 @@ def warm_up(config: DedupConfig) -> None:
         fingerprint_job(page, config)
 
 
+def start_worker(parent: int) -> None:
+    """A worker's initializer: it ends with ``parent``, and keeps the extractors' warnings (a page
+    trafilatura discards) off the crawl's terminal, where Python would print them (a worker has
+    no logging set up)."""
+    end_with_parent(parent)
+    for name in ("trafilatura", "htmldate", "justext", "courlan", "charset_normalizer", "readability"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
 def fingerprint_job(body: bytes | str, config: DedupConfig, **options: object) -> Fingerprint:
     """``fingerprint`` where it runs: a worker is a new process, so the modules that register a
     project's own methods (NEARDUP_METHOD_MODULES) are imported there first."""
@@ -248,7 +257,7 @@ class WorkerPool:
                 return None
             # Its workers end with the crawl, even a killed one (``end_with_parent``).
             spawn, parent = get_context("spawn"), (os.getpid(),)
-            self._pool = ProcessPoolExecutor(self.size, spawn, initializer=end_with_parent, initargs=parent)
+            self._pool = ProcessPoolExecutor(self.size, spawn, initializer=start_worker, initargs=parent)
             self._slots = asyncio.Semaphore(self.size)
             self._warming = [self._waiter(self._pool.submit(warm_up, self.config)) for _ in range(self.size)]
         return self._pool

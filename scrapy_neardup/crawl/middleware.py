@@ -56,6 +56,11 @@ class NearDupDownloaderMiddleware:
             raise NotConfigured("NEARDUP_ENABLED is off")
         return cls(CrawlSession.for_crawler(crawler))
 
+    def process_request(self, request: Request, spider: Any = None) -> None:
+        urls = self.session.urls
+        if urls is not None:  # a predicted copy of a page this crawl fetched: IgnoreRequest
+            urls.before_download(request, spider)
+
     async def process_response(self, request: Request, response: Response, spider: Any = None) -> Response:
         if request.meta.get("dont_obey_robotstxt") and request.url.endswith("/robots.txt"):
             return response  # Scrapy's own robots.txt fetch: not a page of the crawl
@@ -68,6 +73,8 @@ class NearDupDownloaderMiddleware:
         verdict = await self.session.judge(Arrival(response.url, response.body, _content_type(response)))
         request.meta[PAGE_VERDICT] = verdict  # for NearDupSpiderMiddleware: the page's items
         self.session.page_judged(verdict)
+        if self.session.urls is not None:
+            self.session.urls.learn(request, response, verdict)
         policy = self.session.policy
         outcome = policy.outcome(verdict)
         if outcome is not None:

@@ -103,8 +103,9 @@ class NearDupPipeline:
     def _warn_no_content(self, adapter: ItemAdapter) -> None:
         """Say once, while no item has had content yet, that items pass unjudged and which setting
         names their content: a spider whose field has another name is otherwise never checked."""
-        if self._items or self._warned_content:
-            return
+        names = (self.session.settings.item_field,) if self.session.settings.item_field else ITEM_FIELDS
+        if self._items or self._warned_content or any(name in adapter for name in names):
+            return  # the field is there, only empty (an empty page's item): no setting to fix
         self._warned_content = True
         setting = self.session.settings.item_field
         tried = repr(setting) if setting else ", ".join(ITEM_FIELDS)

@@ -25,6 +25,7 @@ from ..index import Verdict
 from .policy import Outcome, Policy
 from .settings import CrawlSettings
 from .start import open_session_parts, said_once
+from .url_rules import UrlRules
 
 logger = logging.getLogger("scrapy_neardup")
 
@@ -51,12 +52,14 @@ class CrawlSession:
         policy: Policy,
         detector: Detector,
         stats: StatsCollector,
+        urls: UrlRules | None = None,
     ) -> None:
         self.config = config
         self.settings = settings
         self.policy = policy
         self.detector = detector
         self.stats = stats
+        self.urls = urls
         self._items: OrderedDict[int, tuple[Any, Verdict]] = OrderedDict()
         self._pages: OrderedDict[int, _Parsed] = OrderedDict()  # admitted pages of this crawl, by id
         self._logged_once = False
@@ -73,8 +76,11 @@ class CrawlSession:
                 logger.critical("scrapy-neardup cannot start: %s", one_line(str(exc)))
                 said_once(exc)
                 raise
-            session = cls(parts.config, parts.settings, parts.policy, parts.detector, crawler.stats)
+            session = cls(
+                parts.config, parts.settings, parts.policy, parts.detector, crawler.stats, parts.urls
+            )
             crawler.signals.connect(session.spider_closed, signal=signals.spider_closed)
+            crawler.signals.connect(session.spider_opened, signal=signals.spider_opened)
             setattr(crawler, _ATTRIBUTE, session)
         return session
 
@@ -208,6 +214,10 @@ class CrawlSession:
         return Outcome.FIRST if original.items == 0 else outcome
 
     # --- closing ------------------------------------------------------------------------
+
+    def spider_opened(self, spider: Any = None) -> None:
+        if self.urls is not None:
+            self.urls.revive_revoked()  # what a crawl killed after revoking a rule had not yet
 
     def spider_closed(self, spider: Any = None, reason: str = "finished") -> None:
         index = self.detector.index

@@ -106,6 +106,13 @@ class CrawlSettings:
         "the prefix of the Redis index's keys (%(spider)s: the spider's name)",
     )
     reset: bool = knob(False, parse_bool, "delete the index before the crawl starts")
+    learn_urls: bool = knob(
+        True,
+        parse_bool,
+        "learn which URL differences do not change a site's pages, and skip requests for copies of "
+        "pages already fetched before downloading them",
+    )
+    url_rules_reset: bool = knob(False, parse_bool, "forget the learned URL rules before the crawl starts")
     workers: int | None = knob(
         None,
         parse_optional_int,

@@ -16,6 +16,7 @@ from ..index import open_index
 from ..workers import WorkerPool
 from .policy import Action, Policy
 from .settings import CrawlSettings, warn_unknown_settings
+from .url_rules import UrlRules
 
 logger = logging.getLogger("scrapy_neardup")
 
@@ -31,6 +32,7 @@ class Opened:
     settings: CrawlSettings
     policy: Policy
     detector: Detector
+    urls: UrlRules | None  # learned URL rules (NEARDUP_LEARN_URLS)
 
 
 def open_session_parts(crawler: Crawler) -> Opened:
@@ -44,7 +46,7 @@ def open_session_parts(crawler: Crawler) -> Opened:
         settings = dataclasses.replace(settings, reset=str(reset).lower() in ("1", "true", "yes"))
     if not settings.log_extractors:
         for name in EXTRACTOR_LOGGERS:
-            logging.getLogger(name).setLevel(logging.WARNING)
+            logging.getLogger(name).setLevel(logging.ERROR)  # trafilatura warns of pages it discards
     index = open_index(settings.index_spec, config, reset=settings.reset)
     held = index.stats()
     index.begin_run(settings.action.value)
@@ -71,7 +73,11 @@ def open_session_parts(crawler: Crawler) -> Opened:
             "which is not in ITEM_PIPELINES: they are stored. Add it (the add-on does), or set "
             "NEARDUP_ACTION = 'ignore' to ignore duplicate responses instead"
         )
-    return Opened(config, settings, policy, Detector(config, index, workers))
+    urls = None
+    if settings.learn_urls:
+        urls = UrlRules(index, crawler.stats, crawler)
+        urls.start(forget=settings.url_rules_reset)
+    return Opened(config, settings, policy, Detector(config, index, workers), urls)
 
 
 def _pipeline_on(settings: Any) -> bool:

@@ -19,6 +19,7 @@ from ..exceptions import IndexFileError
 from ..methods import Fingerprint
 from ..signatures.imatch import CollectionStats
 from .base import Earlier, Match, Verdict
+from .memory_urls import MemoryUrls
 from .records import earlier_of, stored_row, verdict_of
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ class _State:
     next_id: int = 1
 
 
-class MemoryIndex:
+class MemoryIndex(MemoryUrls):
     """Brute-force candidate search over admitted pages, with every verdict recorded."""
 
     location_setting = key_setting = None  # nothing locates it: it lives and dies with its process

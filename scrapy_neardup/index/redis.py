@@ -41,6 +41,7 @@ from .redis_connection import RedisConnection, reply_int, reply_text, safe_url, 
 from .redis_reading import RedisReading
 from .redis_runs import RedisRuns
 from .redis_spots import RedisSpots
+from .redis_urls import URL_KEYS, URL_KINDS, RedisUrls
 from .spot_search import shared
 
 if TYPE_CHECKING:
@@ -60,9 +61,9 @@ _SIGNATURES = (
 # The index's keys: single ones, and kinds with one key an id or value (``<prefix>:<kind>:...``).
 OWN_KEYS = (
     "meta", "next", "scope_next", "scopes", "runs", "run_next", "ids", "counts", "dups", "urls",
-    "spotted", "classes", "df", "imatch_docs",
+    "spotted", "classes", "df", "imatch_docs", *URL_KEYS,
 )  # fmt: skip
-OWN_KINDS = ("doc", "lk", "sl", "url", "src", "text", "run")
+OWN_KINDS = ("doc", "lk", "sl", "url", "src", "text", "run", *URL_KINDS)
 
 
 def _glob_escape(key: bytes) -> bytes:
@@ -75,7 +76,7 @@ _BOUNDS = (b"url", b"status", b"scope", b"exact", b"simhash", b"spot_size", b"sp
 _COPIED = (b"title", b"tokens", b"language", b"raw_hash", b"exact", b"simhash", b"spot_size")
 
 
-class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns):
+class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns, RedisUrls):
     """Candidate search over admitted pages kept in Redis, with every verdict recorded."""
 
     def __init__(self, url: str, config: DedupConfig, prefix: str = "neardup", timeout: float = 5.0) -> None:

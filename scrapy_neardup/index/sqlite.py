@@ -36,6 +36,7 @@ from .sqlite_file import IndexFile
 from .sqlite_open import damage_advice, file_bytes, holds_index, stored_config
 from .sqlite_reading import SQLiteReading
 from .sqlite_spots import SpotLists
+from .sqlite_urls import SQLiteUrls
 
 if TYPE_CHECKING:
     from . import IndexSpec
@@ -45,7 +46,7 @@ __all__ = ["SQLiteIndex", "damage_advice", "file_bytes"]
 logger = logging.getLogger(__name__)
 
 
-class SQLiteIndex(SQLiteReading):
+class SQLiteIndex(SQLiteReading, SQLiteUrls):
     """Persistent candidate search over admitted pages, with every verdict recorded."""
 
     def __init__(

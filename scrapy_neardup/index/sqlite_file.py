@@ -21,6 +21,7 @@ from ..exceptions import IndexFileError
 from . import schema
 from .checkpoint import Checkpointer
 from .sqlite_open import check_intact, connect_read_only, read_schema, unusable
+from .sqlite_urls import create_url_tables
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +106,9 @@ class IndexFile:
             self.db.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT}")
         if not self._read_only:  # a reader's file was checked by ``stored_config``, as here
             check_intact(self.db, self.path)  # never write into a damaged file
+            if "url_skip_rules" not in tables:  # a new file, or one made before URL rules were kept
+                with self.transaction():
+                    create_url_tables(self.db)
         try:
             meta = dict(self.db.execute("SELECT key, value FROM meta"))
             self.spot_keys, self.stores_simhash = schema.spot_keys(meta, self.config, self.path)

@@ -1,0 +1,176 @@
+"""The crawl's learned URL rules: requests for predicted copies skipped before their download.
+
+Each judged page's URL and verdict feed ``urls.UrlModel``; the rules' evidence and status live
+in the index, so a re-run and every crawler sharing the index use them. A skipped request is
+kept in the index with the rules that predicted it: when one of them is revoked, it is
+scheduled again with its callback and meta, by this crawl or, after a kill, the resumed one.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import time
+from typing import Any
+
+from scrapy.exceptions import IgnoreRequest
+from scrapy.http import Request, Response
+from scrapy.utils.request import request_from_dict
+
+from ..index import Store, Verdict
+from ..urls import MAX_ERROR, Rule, RuleKey, UrlModel, explored
+
+logger = logging.getLogger("scrapy_neardup")
+
+REFRESH = 100  # judged pages between two readings of the rules other crawlers of the index changed
+# A request's meta: True fetches it whatever the rules say; the rules a fetched predicted copy checks.
+FETCH, CHECKS = "neardup_fetch", "_neardup_checks"
+
+
+class UrlRules:
+    """The learned rules of one crawl: ``before_download`` skips predicted copies, ``learn`` adds
+    a judged page's evidence, and revoked rules' requests are scheduled again."""
+
+    def __init__(self, index: Store, stats: Any, crawler: Any = None) -> None:
+        self.index = index
+        self.stats = stats
+        self.crawler = crawler
+        self.model = UrlModel()
+        self._judged = 0
+
+    def start(self, forget: bool) -> None:
+        """Read the rules the index holds (NEARDUP_URL_RULES_RESET forgets them first)."""
+        if forget:
+            self.index.forget_url_rules()
+        self._read_rules()
+
+    def _read_rules(self) -> bool:
+        """Take the rules' status from the index; whether any changed."""
+        changed = False
+        for text, same, differ, status in self.index.url_rules():
+            key = RuleKey.parse(text)
+            rule = self.model.rules.setdefault(key, Rule(key))
+            changed |= rule.status != status
+            rule.same, rule.differ, rule.status = same, differ, status
+        if changed:
+            self.model.rules_changed()
+        return changed
+
+    # --- before the download ---------------------------------------------------------------
+
+    def before_download(self, request: Request, spider: Any) -> None:
+        """Raise IgnoreRequest for a predicted copy of a page this crawl fetched (but for the
+        explored share); the request is kept for its revival."""
+        if request.meta.get(FETCH) or request.meta.get("neardup_skip"):
+            return
+        spider = spider or getattr(self.crawler, "spider", None)  # Scrapy 2.13 passes none
+        if spider is not None and getattr(spider, "neardup_learn_urls", True) is False:
+            return
+        predicted = self.model.predict(request.url)
+        if predicted is None:
+            return
+        target, keys = predicted
+        if explored(request.url):
+            request.meta[CHECKS] = (target, [key.text() for key in keys])
+            self.stats.inc_value("neardup/urls/explored")
+            return
+        try:
+            kept = pickle.dumps(request.to_dict(spider=spider), protocol=4)
+            self.index.add_url_skip([key.text() for key in keys], request.url, target, kept)
+        except Exception as exc:  # a callback no spider method, meta that cannot be kept, a full disk
+            logger.debug(
+                "scrapy-neardup: fetching %s, a predicted copy that cannot be kept (%r)", request.url, exc
+            )
+            return
+        self.stats.inc_value("neardup/urls/skipped")
+        raise IgnoreRequest(f"predicted copy of {target} (learned URL rules: {_named(keys)})")
+
+    # --- after a page is judged ------------------------------------------------------------
+
+    def learn(self, request: Request, response: Response, verdict: Verdict) -> None:
+        """Add a judged page's evidence: its URLs (as requested, and after redirects) and what
+        its content is a copy of."""
+        if not verdict.judged or verdict.doc_id is None:
+            return
+        cluster = verdict.duplicate_of if verdict.duplicate_of is not None else verdict.doc_id
+        changes: dict[RuleKey, list[int]] = {}
+        for url in dict.fromkeys([*request.meta.get("redirect_urls", ()), request.url, response.url]):
+            evidence = self.model.observe(url, cluster)
+            for key in evidence.same:
+                changes.setdefault(key, [0, 0])[0] += 1
+            for key in evidence.differ:
+                changes.setdefault(key, [0, 0])[1] += 1
+        checks = request.meta.get(CHECKS)
+        if checks and self.model.cluster_of(checks[0]) not in (None, cluster):  # a rule predicted wrong
+            for text in checks[1]:
+                changes.setdefault(RuleKey.parse(text), [0, 0])[1] += 1
+        if changes:
+            totals = self.index.add_url_evidence({k.text(): tuple(v) for k, v in changes.items()})
+            self._weigh({RuleKey.parse(text): total for text, total in totals.items()})
+        self._judged += 1
+        if self._judged % REFRESH == 0 and self._read_rules():
+            self.revive_revoked()
+
+    def _weigh(self, totals: dict[RuleKey, tuple[int, int, str]]) -> None:
+        """Adopt the rules whose evidence now bounds their error, refuse or revoke the rules that
+        met a counter-example."""
+        changed, revoked = False, []
+        for key, (same, differ, status) in totals.items():
+            rule = self.model.rules.setdefault(key, Rule(key))
+            rule.same, rule.differ, rule.status = same, differ, status
+            new = status
+            if differ and status == "adopted":
+                new = "revoked"
+                revoked.append(key)
+            elif differ and status == "learning":
+                new = "refused"
+            elif status == "learning" and rule.bound < MAX_ERROR:
+                new = "adopted"
+            if new != status:
+                self.index.set_url_rule(key.text(), new, time.time())
+                rule.status, changed = new, True
+                self.stats.inc_value(f"neardup/urls/{new}")
+                (logger.debug if new == "refused" else logger.info)(
+                    "scrapy-neardup: URL rule %s %s (%d pairs of the same content, %d counter-examples)",
+                    _named([key]), new, same, differ,
+                )  # fmt: skip
+        if changed:
+            self.model.rules_changed()
+        if revoked:
+            self.revive([key.text() for key in revoked])
+
+    # --- revival ----------------------------------------------------------------------------
+
+    def revive_revoked(self) -> None:
+        """Schedule again what revoked rules skipped (another crawler revoked them, or this crawl
+        was killed before it could)."""
+        revoked = [key.text() for key, rule in self.model.rules.items() if rule.status == "revoked"]
+        if revoked:
+            self.revive(revoked)
+
+    def revive(self, rules: list[str]) -> None:
+        """Schedule again, with their callbacks and meta, the requests these rules skipped."""
+        engine = getattr(self.crawler, "engine", None)
+        spider = getattr(self.crawler, "spider", None)
+        if engine is None or spider is None:
+            return  # not crawling yet: the crawl's start does it
+        revived = []
+        for skip, kept in self.index.url_skips(rules):
+            try:
+                request = request_from_dict(pickle.loads(kept), spider=spider)
+            except Exception as exc:  # the spider changed its callbacks since: say which request
+                logger.warning("scrapy-neardup: cannot schedule a skipped request again: %s", exc)
+                continue
+            request.meta[FETCH] = True
+            engine.crawl(request.replace(dont_filter=True))
+            revived.append(skip)
+        if revived:
+            self.index.url_revived(revived)
+            self.stats.inc_value("neardup/urls/revived", len(revived))
+
+
+def _named(keys: list[RuleKey]) -> str:
+    """Rules in words, for log lines and reasons."""
+    return "; ".join(
+        f"{k.kind} {k.name!r} on {k.host or 'any host'}{'/' + k.section if k.section else ''}" for k in keys
+    )

@@ -1,0 +1,55 @@
+"""Learned URL rules in the in-memory index: each rule's evidence and status, and the requests it skipped."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+
+class MemoryUrls:
+    """The URL rules' side of ``MemoryIndex``."""
+
+    def _url_state(self) -> dict[str, Any]:
+        state = self.__dict__.setdefault("_urls", {"rules": {}, "skips": [], "skip_rules": []})
+        return state
+
+    def url_rules(self) -> list[tuple[str, int, int, str]]:
+        return [(rule, *row) for rule, row in self._url_state()["rules"].items()]
+
+    def add_url_evidence(self, changes: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int, str]]:
+        rules = self._url_state()["rules"]
+        for rule, (same, differ) in changes.items():
+            old_same, old_differ, status = rules.get(rule, (0, 0, "learning"))
+            rules[rule] = (old_same + same, old_differ + differ, status)
+        return {rule: rules[rule] for rule in changes}
+
+    def set_url_rule(self, rule: str, status: str, at: float | None = None) -> None:
+        rules = self._url_state()["rules"]
+        same, differ, _ = rules.get(rule, (0, 0, "learning"))
+        rules[rule] = (same, differ, status)
+
+    def add_url_skip(self, rules: list[str], url: str, target: str, request: bytes) -> None:
+        state = self._url_state()
+        state["skips"].append(
+            {"url": url, "target": target, "request": request, "revived": False, "at": time.time()}
+        )
+        state["skip_rules"] += [(rule, len(state["skips"]) - 1) for rule in rules]
+
+    def url_skips(self, rules: list[str]) -> list[tuple[int, bytes]]:
+        state = self._url_state()
+        ids = sorted({skip for rule, skip in state["skip_rules"] if rule in rules})
+        return [(i, state["skips"][i]["request"]) for i in ids if not state["skips"][i]["revived"]]
+
+    def url_revived(self, ids: list[int]) -> None:
+        for i in ids:
+            self._url_state()["skips"][i]["revived"] = True
+
+    def url_skip_counts(self) -> dict[str, tuple[int, int]]:
+        state, counts = self._url_state(), {}
+        for rule, skip in state["skip_rules"]:
+            count, revived = counts.get(rule, (0, 0))
+            counts[rule] = (count + 1, revived + state["skips"][skip]["revived"])
+        return counts
+
+    def forget_url_rules(self) -> None:
+        self.__dict__.pop("_urls", None)

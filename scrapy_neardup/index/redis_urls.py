@@ -1,0 +1,95 @@
+"""Learned URL rules in a Redis index, shared by every crawler of the index: each rule's evidence
+(counted atomically) and status, and the requests it skipped."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .redis_connection import reply_text
+
+# The index's keys of the URL rules (removed with it): whole keys, and kinds of keys (``kind:...``).
+URL_KEYS = ("url_same", "url_differ", "url_status", "url_skip_next", "url_skip_ids")
+URL_KINDS = ("url_skip", "url_skip_rule")
+
+
+class RedisUrls:
+    """The URL rules' side of ``RedisIndex`` (``r``, ``k``)."""
+
+    r: Any
+
+    def k(self, *parts: object) -> bytes:
+        raise NotImplementedError
+
+    def url_rules(self) -> list[tuple[str, int, int, str]]:
+        same, differ = self.r.hgetall(self.k("url_same")), self.r.hgetall(self.k("url_differ"))
+        status = self.r.hgetall(self.k("url_status"))
+        return [
+            (
+                rule.decode(),
+                int(same.get(rule, 0)),
+                int(differ.get(rule, 0)),
+                reply_text(status.get(rule)) or "learning",
+            )
+            for rule in same.keys() | differ.keys() | status.keys()
+        ]
+
+    def add_url_evidence(self, changes: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int, str]]:
+        pipe = self.r.pipeline(transaction=True)
+        rules = list(changes)
+        for rule in rules:
+            pipe.hincrby(self.k("url_same"), rule, changes[rule][0])
+            pipe.hincrby(self.k("url_differ"), rule, changes[rule][1])
+            pipe.hget(self.k("url_status"), rule)
+        replies = pipe.execute()
+        return {
+            rule: (int(replies[3 * n]), int(replies[3 * n + 1]), reply_text(replies[3 * n + 2]) or "learning")
+            for n, rule in enumerate(rules)
+        }
+
+    def set_url_rule(self, rule: str, status: str, at: float | None = None) -> None:
+        self.r.hset(self.k("url_status"), rule, status)
+
+    def add_url_skip(self, rules: list[str], url: str, target: str, request: bytes) -> None:
+        skip = int(self.r.incr(self.k("url_skip_next")))
+        pipe = self.r.pipeline(transaction=True)
+        pipe.hset(
+            self.k("url_skip", skip), mapping={"url": url, "target": target, "request": request, "revived": 0}
+        )
+        pipe.sadd(self.k("url_skip_ids"), skip)
+        for rule in rules:
+            pipe.sadd(self.k("url_skip_rule", rule), skip)
+        pipe.execute()
+
+    def url_skips(self, rules: list[str]) -> list[tuple[int, bytes]]:
+        ids = sorted({int(i) for rule in rules for i in self.r.smembers(self.k("url_skip_rule", rule))})
+        pipe = self.r.pipeline(transaction=False)
+        for skip in ids:
+            pipe.hmget(self.k("url_skip", skip), "request", "revived")
+        found = pipe.execute() if ids else []
+        return [
+            (skip, request)
+            for skip, (request, revived) in zip(ids, found, strict=True)
+            if request and revived != b"1"
+        ]
+
+    def url_revived(self, ids: list[int]) -> None:
+        pipe = self.r.pipeline(transaction=False)
+        for skip in ids:
+            pipe.hset(self.k("url_skip", skip), "revived", 1)
+        pipe.execute()
+
+    def url_skip_counts(self) -> dict[str, tuple[int, int]]:
+        counts = {}
+        for rule, *_ in self.url_rules():
+            ids = [int(i) for i in self.r.smembers(self.k("url_skip_rule", rule))]
+            revived = sum(self.r.hget(self.k("url_skip", i), "revived") == b"1" for i in ids)
+            if ids:
+                counts[rule] = (len(ids), revived)
+        return counts
+
+    def forget_url_rules(self) -> None:
+        keys = [self.k(name) for name in URL_KEYS]
+        for kind in URL_KINDS:
+            keys += list(self.r.scan_iter(match=self.k(kind).replace(b"*", b"\\*") + b":*", count=1000))
+        if keys:
+            self.r.unlink(*keys)

@@ -1,0 +1,143 @@
+"""A site whose pages have many URLs, served on 127.0.0.1 for the tests and benchmark of learned URL rules.
+
+Article ``n`` is ``/a?id=n``. Its other URLs, as a crawl meets them on real sites: tracking
+parameters (``utm_source``, ``utm_medium``), a session id (``sid``), a referrer tag (``ref``),
+the print view (``/print/a?id=n``), the AMP view (``/a/amp?id=n``) and the other host name
+(``localhost``). Parameters that matter: ``id``, the listing's ``page``, ``lang=de`` (another
+text), and ``view=full``, which adds a long appendix on every fourth article and changes
+nothing on the others. Listings (``/list?page=k``, in ``sort=asc`` and ``sort=desc``) link to
+articles under all these URLs; articles link to a few others. ``pages(n)`` says which
+distinct pages there are, so a test can tell a page never fetched.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from html import escape
+from http.server import BaseHTTPRequestHandler
+from urllib.parse import parse_qs, urlsplit
+
+VARIANTS = (
+    "{u}", "{u}&utm_source=newsletter&utm_medium=email", "{u}&sid={s}", "{u}&ref=home", "/print{u}",
+    "{amp}", "{u}&view=full", "{u}&lang=de", "{other}{u}",
+)  # fmt: skip
+PER_LIST = 8
+
+
+def synthetic(count: int, seed: int = 7) -> list[tuple[str, list[str]]]:
+    """``count`` distinct made-up articles: sentences of function words and random words."""
+    rng = random.Random(seed)
+    words = [f"{a}{b}" for a in ("ka", "lo", "mi", "ne", "pu", "ri", "sa", "to") for b in range(60)]
+    shapes = ("The {} is {} and the {} was {}.", "A {} has {} the {} of {}.", "It will {} the {} to {}.")
+    articles = []
+    for n in range(count):
+        paragraphs = [
+            " ".join(rng.choice(shapes).format(*rng.sample(words, 4)) for _ in range(8)) for _ in range(5)
+        ]
+        articles.append((f"Article {n} " + rng.choice(words), paragraphs))
+    return articles
+
+
+def pages(count: int) -> set[str]:
+    """The distinct pages of a site of ``count`` articles, as (path, id or page, variant) keys."""
+    found = {("a", n, "") for n in range(count)} | {("a", n, "de") for n in range(count)}
+    found |= {("a", n, "full") for n in range(0, count, 4)}
+    found |= {("list", k, "") for k in range(_lists(count))}
+    return found
+
+
+def page_of(path: str, query: dict[str, list[str]]) -> tuple[str, int, str] | None:
+    """Which distinct page a URL is (None: no such page)."""
+    try:
+        number = int(query.get("id", query.get("page", ["0"]))[0])
+    except ValueError:
+        return None
+    if path.strip("/") == "list":
+        return "list", number, ""
+    if path.strip("/") not in ("a", "print/a", "a/amp"):
+        return None
+    if query.get("lang") == ["de"]:
+        return "a", number, "de"
+    if query.get("view") == ["full"] and number % 4 == 0:
+        return "a", number, "full"
+    return "a", number, ""
+
+
+def _lists(count: int) -> int:
+    return (count + PER_LIST - 1) // PER_LIST
+
+
+def handler(articles: Sequence[tuple[str, list[str]]], port: list[int]):
+    """A request handler class serving the site of ``articles`` (``port[0]``: where it listens)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            parts = urlsplit(self.path)
+            query = parse_qs(parts.query)
+            key = page_of(parts.path, query)
+            if key is None or not 0 <= key[1] < (len(articles) if key[0] == "a" else _lists(len(articles))):
+                self.send_error(404)
+                return
+            html = _listing(key[1], query, articles, port[0]) if key[0] == "list" else _article(
+                key, parts.path.startswith("/print"), articles, port[0]
+            )  # fmt: skip
+            body = html.encode("utf-8")
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    return Handler
+
+
+def _links(n: int, rng: random.Random, port: int) -> list[str]:
+    """URLs of article ``n`` as links on other pages carry them."""
+    other = f"http://localhost:{port}"
+    return [
+        v.format(u=f"/a?id={n}", s=rng.randrange(10**6), amp=f"/a/amp?id={n}", other=other) for v in VARIANTS
+    ]
+
+
+def _listing(k: int, query: dict[str, list[str]], articles: Sequence, port: int) -> str:
+    rng = random.Random(k)
+    numbers = list(range(k * PER_LIST, min(len(articles), (k + 1) * PER_LIST)))
+    if query.get("sort") == ["desc"]:
+        numbers.reverse()
+    teasers = []
+    for n in numbers:
+        title, paragraphs = articles[n]
+        links = "".join(f'<a href="{escape(url)}">{escape(title)}</a> ' for url in _links(n, rng, port))
+        teasers.append(f"<div><h3>{escape(title)}</h3><p>{escape(paragraphs[0])}</p>{links}</div>")
+    orders = [(j, s) for j in range(_lists(len(articles))) for s in ("asc", "desc")]
+    others = "".join(f'<a href="/list?page={j}&sort={s}">list {j}</a> ' for j, s in orders)
+    body = f"<main>{''.join(teasers)}</main><nav>{others}</nav>"
+    return f"<html><head><title>List {k}</title></head><body>{body}</body></html>"
+
+
+def _article(key: tuple[str, int, str], printed: bool, articles: Sequence, port: int) -> str:
+    _, n, variant = key
+    title, paragraphs = articles[n]
+    if variant == "de":  # another text: each paragraph's words in reverse order
+        paragraphs = [" ".join(reversed(p.split())) for p in paragraphs]
+    if variant == "full":  # a long appendix: the text of two articles further on
+        paragraphs = paragraphs + articles[(n + 1) % len(articles)][1] + articles[(n + 2) % len(articles)][1]
+    text = "".join(f"<p>{escape(p)}</p>" for p in paragraphs)
+    head = f"<head><title>{escape(title)}</title></head>"
+    if printed:
+        return f"<html>{head}<body><h1>{escape(title)}</h1>{text}</body></html>"
+    rng = random.Random(n)
+    related = "".join(
+        f'<a href="{escape(url)}">related</a> '
+        for m in rng.sample(range(len(articles)), min(3, len(articles)))
+        for url in rng.sample(_links(m, rng, port), 3)
+    )  # fmt: skip
+    lists = f'<a href="/list?page={n // PER_LIST}&sort=asc">more</a>'
+    return (
+        f"<html>{head}<body><header><a href='/list?page=0'>home</a></header>"
+        f"<article><h1>{escape(title)}</h1>{text}</article><aside>{related}{lists}</aside></body></html>"
+    )
