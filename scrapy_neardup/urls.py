@@ -147,9 +147,12 @@ def rule_keys(a: Form, kind: str, names: frozenset[str]) -> list[RuleKey]:
     return [RuleKey(host, section, kind, name) for name in sorted(names)]
 
 
-def explored(url: str) -> bool:
-    """Whether a predicted copy is fetched all the same: EXPLORE of them, the same ones each time."""
-    return xxhash.xxh64_intdigest(url.encode("utf-8", "surrogatepass")) % 1000 < EXPLORE * 1000
+def explored(url: str, share: float = EXPLORE) -> bool:
+    """Whether a predicted copy is fetched all the same: ``share`` of them, the same ones each
+    time (by the URL's path and query: on any host and port)."""
+    parts = urlsplit(url)
+    where = f"{parts.path}?{parts.query}".encode("utf-8", "surrogatepass")
+    return xxhash.xxh64_intdigest(where) % 10_000 < share * 10_000
 
 
 @dataclass
@@ -172,6 +175,8 @@ class UrlModel:
         self._near: dict[tuple, list[tuple[Form, int]]] = {}  # reduced forms -> (page, its cluster)
         self._fetched: dict[tuple, str] = {}  # a fetched page's rewritten form -> its URL (this crawl)
         self._fetched_urls: dict[str, tuple[Form, int]] = {}  # this crawl's pages: form, cluster
+        self._in_force: set[RuleKey] = set()  # the adopted rules that no aliased host refuses
+        self._canonical: dict[str, str] = {}  # a host joined to others by host rules -> their name
 
     # --- learning ---------------------------------------------------------------------------
 
@@ -213,14 +218,32 @@ class UrlModel:
         return None if fetched is None else fetched[1]
 
     def _adopted(self, key: RuleKey) -> bool:
-        rule = self.rules.get(key)
-        return rule is not None and rule.adopted
+        return key in self._in_force
 
     def rules_changed(self) -> None:
-        """Rewrite the fetched pages' forms after rules were adopted or revoked."""
+        """Take the rules' new status in: the hosts adopted host rules join, the rules in force
+        (adopted, and refused or revoked on no host joined to theirs), the fetched pages' forms."""
+        joined: dict[str, set[str]] = {}
+        for key, rule in self.rules.items():
+            if key.kind == HOST and rule.adopted:
+                group = set(key.name.split(" "))
+                for host in list(group):
+                    group |= joined.get(host, set())
+                for host in group:
+                    joined[host] = group
+        self._canonical = {host: min(group) for host, group in joined.items()}
+        vetoed = {self._general(k) for k, r in self.rules.items() if r.status in ("refused", "revoked")}
+        self._in_force = {
+            k for k, r in self.rules.items()
+            if r.adopted and (k.kind == HOST or self._general(k) not in vetoed)
+        }  # fmt: skip
         self._fetched = {}
         for url, (form, _) in self._fetched_urls.items():
             self._fetched.setdefault(self._rewritten(form), url)
+
+    def _general(self, key: RuleKey) -> RuleKey:
+        """The rule on all the hosts joined to its own."""
+        return RuleKey(self._host_of(key.host), key.section, key.kind, key.name)
 
     # --- predicting -------------------------------------------------------------------------
 
@@ -245,18 +268,13 @@ class UrlModel:
         return host, segments, form.without(names).params
 
     def _host_of(self, host: str) -> str:
-        aliases = [k.name.split(" ") for k, r in self.rules.items() if k.kind == HOST and r.adopted]
-        group = {host}
-        for pair in aliases:  # the hosts joined by adopted rules, named by the smallest
-            if group & set(pair):
-                group |= set(pair)
-        return min(group)
+        return self._canonical.get(host, host)
 
     def _used(self, form: Form) -> set[RuleKey]:
         keys = {RuleKey(form.host, form.section, PARAM, n) for n in form.names()}
         keys |= {RuleKey(form.host, "", SEGMENT, s) for s in form.segments}
-        keys |= {k for k in self.rules if k.kind == HOST and form.host in k.name.split(" ")}
-        return {k for k in keys if self._adopted(k)}
+        keys = {k for k in keys if self._adopted(k)}
+        return keys | {k for k in self._in_force if k.kind == HOST and form.host in k.name.split(" ")}
 
 
 def _reduced_keys(form: Form) -> Iterator[tuple]:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import pickle
 import sqlite3
 import threading
+import uuid
 from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
@@ -61,6 +63,20 @@ def test_the_model_finds_evidence_and_predicts_copies_by_adopted_rules():
     assert model.predict("http://x/a?id=3&utm_source=z") is None  # no such page fetched
     # A pair that differs only by an adopted rule and is not the same content counts against it.
     assert key in model.observe("http://x/a?id=2&utm_source=q", cluster=9).differ
+
+
+def test_a_rule_refused_on_a_host_joined_to_its_own_is_not_in_force():
+    model = UrlModel()
+    model.observe("http://x/a?id=1", cluster=1)
+    view_x, view_y = (RuleKey(h, "", PARAM, "view") for h in ("http://x", "http://y"))
+    joined = RuleKey("", "", HOST, "http://x http://y")
+    model.rules = {view_x: Rule(view_x, 40, 0, "adopted"), view_y: Rule(view_y, 3, 1, "refused")}
+    model.rules_changed()
+    assert model.predict("http://x/a?id=1&view=full") == ("http://x/a?id=1", [view_x])
+    model.rules[joined] = Rule(joined, 40, 0, "adopted")
+    model.rules_changed()
+    assert model.predict("http://x/a?id=1&view=full") is None  # y's pages say view matters
+    assert model.predict("http://y/a?id=1") == ("http://x/a?id=1", [joined])
 
 
 def test_explored_requests_are_a_twentieth_and_the_same_ones_each_time():
@@ -120,3 +136,71 @@ def test_a_crawl_skips_copies_before_their_download_and_fetches_every_page(tmp_p
     learned = rules(db)
     assert "adopted" in learned["param\tutm_source"] and "adopted" in learned["param\tsid"]
     assert "adopted" not in learned["param\tview"] | learned["param\tlang"] | learned["param\tid"]
+
+
+def seeded_index(db, rules: dict[str, str]) -> None:
+    """An index holding URL rules already (with one pair of evidence each)."""
+    from scrapy_neardup import DedupConfig
+    from scrapy_neardup.index import SQLiteIndex
+
+    with SQLiteIndex(db, DedupConfig()) as index:
+        index.add_url_evidence({rule: (1, 0) for rule in rules})
+        for rule, status in rules.items():
+            index.set_url_rule(rule, status, 0.0)
+
+
+def test_a_rule_met_by_a_counter_example_is_revoked_and_its_requests_are_fetched(tmp_path):
+    """The view parameter adopted wrongly (it changes every fourth page): a predicted copy fetched
+    to check it differs, the rule is revoked, and every request it skipped is fetched after all."""
+    db = tmp_path / "revoke.sqlite"
+    settings = {
+        **ADDON, "NEARDUP_DB": str(db), "CONCURRENT_REQUESTS": 4, "NEARDUP_WORKERS": 0,
+        "NEARDUP_URL_EXPLORE": 0.3,
+    }  # fmt: skip
+    with url_site(COUNT) as base:
+        other = base.replace("127.0.0.1", "localhost")
+        seeded_index(db, {f"{host}\t\tparam\tview": "adopted" for host in (base, other)})
+        result = crawl(tmp_path, [base + "/list?page=0"], settings)
+    assert fetched(result) == pages(COUNT)
+    stats = result["stats"]
+    assert stats["neardup/urls/revoked"] >= 1 and stats["neardup/urls/revived"] >= 1
+    assert "revoked" in rules(db)["param\tview"]
+    with sqlite3.connect(db) as con:  # every request the rule skipped was scheduled again
+        assert con.execute(
+            "SELECT COUNT(*) FROM url_skips WHERE revived = 0 AND url LIKE '%view=%'"
+        ).fetchone() == (0,)
+
+
+def test_requests_a_revoked_rule_skipped_before_a_kill_are_fetched_by_the_resumed_crawl(tmp_path):
+    from scrapy import Request
+
+    db = tmp_path / "resume.sqlite"
+    with url_site(COUNT) as base:
+        seeded_index(db, {f"{base}\t\tparam\tcustom": "revoked"})
+        kept = pickle.dumps(Request(base + "/a?id=5&custom=x", meta={"note": "kept"}).to_dict(), protocol=4)
+        from scrapy_neardup import DedupConfig
+        from scrapy_neardup.index import SQLiteIndex
+
+        with SQLiteIndex(db, DedupConfig()) as index:
+            index.add_url_skip(
+                [f"{base}\t\tparam\tcustom"], base + "/a?id=5&custom=x", base + "/a?id=5", kept
+            )
+        settings = {**ADDON, "NEARDUP_DB": str(db), "NEARDUP_WORKERS": 0}
+        result = crawl(tmp_path, [base + "/a?id=7"], settings)
+    assert base + "/a?id=5&custom=x" in result["parsed"]  # linked from no page: revived
+    assert result["stats"]["neardup/urls/revived"] == 1
+
+
+def test_a_rerun_and_another_crawler_use_the_rules_the_index_holds(tmp_path, redis_url):
+    prefix = f"urls:{uuid.uuid4().hex}"
+    settings = {
+        **ADDON, "NEARDUP_BACKEND": "redis", "NEARDUP_REDIS_URL": redis_url, "NEARDUP_REDIS_KEY": prefix,
+        "NEARDUP_WORKERS": 0, "CONCURRENT_REQUESTS": 4,
+    }  # fmt: skip
+    with url_site(COUNT) as base:
+        first = crawl(tmp_path, [base + "/list?page=0"], settings)
+        again = crawl(tmp_path, [base + "/list?page=0"], settings)
+    assert first["stats"]["neardup/urls/adopted"] >= 4
+    assert "neardup/urls/adopted" not in again["stats"]  # nothing left to learn: the rules are shared
+    assert again["stats"]["neardup/urls/skipped"] >= first["stats"]["neardup/urls/skipped"]
+    assert fetched(first) == fetched(again) == pages(COUNT)

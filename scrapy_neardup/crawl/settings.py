@@ -39,6 +39,7 @@ from ..knobs import (
 )
 from ..report import FORMATS
 from ..report.clusters import CANONICAL_POLICIES
+from ..urls import EXPLORE
 from ..workers import AUTO_WORKERS_AFTER, default_workers, main_script_guarded
 from .policy import Action
 
@@ -113,6 +114,12 @@ class CrawlSettings:
         "pages already fetched before downloading them",
     )
     url_rules_reset: bool = knob(False, parse_bool, "forget the learned URL rules before the crawl starts")
+    url_explore: float = knob(
+        EXPLORE,
+        parse_float,
+        "the share of predicted copies still downloaded, to keep checking the rules that predicted them",
+        between(0.0, 1.0),
+    )
     workers: int | None = knob(
         None,
         parse_optional_int,

@@ -18,7 +18,7 @@ from scrapy.http import Request, Response
 from scrapy.utils.request import request_from_dict
 
 from ..index import Store, Verdict
-from ..urls import MAX_ERROR, Rule, RuleKey, UrlModel, explored
+from ..urls import EXPLORE, MAX_ERROR, Rule, RuleKey, UrlModel, explored
 
 logger = logging.getLogger("scrapy_neardup")
 
@@ -31,8 +31,9 @@ class UrlRules:
     """The learned rules of one crawl: ``before_download`` skips predicted copies, ``learn`` adds
     a judged page's evidence, and revoked rules' requests are scheduled again."""
 
-    def __init__(self, index: Store, stats: Any, crawler: Any = None) -> None:
+    def __init__(self, index: Store, stats: Any, crawler: Any = None, explore: float = EXPLORE) -> None:
         self.index = index
+        self.explore = explore
         self.stats = stats
         self.crawler = crawler
         self.model = UrlModel()
@@ -70,7 +71,7 @@ class UrlRules:
         if predicted is None:
             return
         target, keys = predicted
-        if explored(request.url):
+        if explored(request.url, self.explore):
             request.meta[CHECKS] = (target, [key.text() for key in keys])
             self.stats.inc_value("neardup/urls/explored")
             return
