@@ -60,11 +60,6 @@ class Form:
         params = tuple(sorted(parse_qsl(parts.query, keep_blank_values=True)))
         return cls(f"{parts.scheme.lower()}://{parts.netloc.lower()}", segments, params)
 
-    @property
-    def section(self) -> str:
-        """The first path segment of a page below the root: a parameter's rules hold within it."""
-        return self.segments[0] if len(self.segments) > 1 else ""
-
     def names(self) -> frozenset[str]:
         return frozenset(name for name, _ in self.params)
 
@@ -141,12 +136,6 @@ def _by_name(params: tuple[tuple[str, str], ...]) -> dict[str, tuple[str, ...]]:
     return {name: tuple(v) for name, v in values.items()}
 
 
-def rule_keys(a: Form, kind: str, names: frozenset[str]) -> list[RuleKey]:
-    section = a.section if kind == PARAM else ""
-    host = a.host if kind != HOST else ""
-    return [RuleKey(host, section, kind, name) for name in sorted(names)]
-
-
 def explored(url: str, share: float = EXPLORE) -> bool:
     """Whether a predicted copy is fetched all the same: ``share`` of them, the same ones each
     time (by the URL's path and query: on any host and port)."""
@@ -167,27 +156,44 @@ class UrlModel:
     """The pages fetched so far (their URLs and content clusters) and the rules learned from them.
 
     ``observe`` adds a judged page and returns the evidence it brings; ``predict`` says whether
-    a URL is a predicted copy of a page fetched under another URL, and by which rules.
+    a URL is a predicted copy of a page fetched under another URL, and by which rules. Once a
+    host rule joins two hosts, their parameters' and segments' rules are learned together.
     """
 
     def __init__(self) -> None:
         self.rules: dict[RuleKey, Rule] = {}
         self._near: dict[tuple, list[tuple[Form, int]]] = {}  # reduced forms -> (page, its cluster)
         self._fetched: dict[tuple, str] = {}  # a fetched page's rewritten form -> its URL (this crawl)
-        self._fetched_urls: dict[str, tuple[Form, int]] = {}  # this crawl's pages: form, cluster
-        self._in_force: set[RuleKey] = set()  # the adopted rules that no aliased host refuses
+        self._fetched_urls: dict[str, tuple[Form, int | None]] = {}  # this crawl's pages: form, cluster
+        self._witnesses: dict[RuleKey, set[int]] = {}  # a learning rule's pages of the same content
+        self._in_force: set[RuleKey] = set()  # the adopted rules that no joined host refuses
         self._canonical: dict[str, str] = {}  # a host joined to others by host rules -> their name
 
     # --- learning ---------------------------------------------------------------------------
 
-    def observe(self, url: str, cluster: int) -> Evidence:
+    def observe(self, url: str, cluster: int | None) -> Evidence:
         """Add a page this crawl fetched and judged (``cluster``: the id of its content's first
-        page) and return what it teaches."""
+        page; None when its verdict says nothing of other pages, as for a revisit found
+        unchanged) and return what it teaches."""
         form = Form.of(url)
-        evidence = Evidence()
         if form is None:
-            return evidence
-        seen: set[Form] = set()
+            return Evidence()
+        evidence = Evidence()
+        if cluster is not None:
+            evidence = self._evidence(form, cluster)
+            for key in _reduced_keys(form):
+                near = self._near.setdefault(key, [])
+                if len(near) < MAX_NEAR:
+                    near.append((form, cluster))
+        self._fetched_urls[url] = (form, cluster)
+        self._fetched.setdefault(self._rewrite(form)[0], url)
+        return evidence
+
+    def _evidence(self, form: Form, cluster: int) -> Evidence:
+        """The rules the pages near ``form`` support (each learning rule once a content cluster)
+        or contradict (a pair of other content that differs by one element not known harmless,
+        or by adopted rules only: each of those is blamed)."""
+        evidence, seen = Evidence(), set()
         for key in _reduced_keys(form):
             for other, other_cluster in self._near.get(key, ()):
                 if other == form or other in seen:
@@ -196,24 +202,38 @@ class UrlModel:
                 found = difference(form, other)
                 if found is None:
                     continue
-                kind, names = found
-                keys = rule_keys(form, kind, names)
+                keys = self._keys(form, *found)
                 if other_cluster == cluster:
-                    evidence.same += keys
+                    evidence.same += [k for k in keys if self._witness(k, cluster)]
                 else:
                     unknown = [k for k in keys if not self._adopted(k)]
-                    if len(unknown) <= 1:  # the one element not known harmless, or the adopted ones
+                    if len(unknown) <= 1:
                         evidence.differ += unknown or keys
-        for key in _reduced_keys(form):
-            near = self._near.setdefault(key, [])
-            if len(near) < MAX_NEAR:
-                near.append((form, cluster))
-        self._fetched_urls[url] = (form, cluster)
-        self._fetched.setdefault(self._rewritten(form), url)
         return evidence
 
+    def _keys(self, form: Form, kind: str, names: frozenset[str]) -> list[RuleKey]:
+        """The rules a difference of ``form`` from another page is about: a parameter's within the
+        section its URL has once adopted segments are taken out, on the hosts joined to its own."""
+        if kind == HOST:
+            return [RuleKey("", "", HOST, name) for name in sorted(names)]
+        host = self._host_of(form.host)
+        section = _section(self._rewrite(form)[0][1]) if kind == PARAM else ""
+        return [RuleKey(host, section, kind, name) for name in sorted(names)]
+
+    def _witness(self, key: RuleKey, cluster: int) -> bool:
+        """Whether a pair of ``cluster``'s pages is new evidence for ``key``: pages of one content
+        count once, and only while the rule is learning (the bound assumes independent pages)."""
+        rule = self.rules.get(key)
+        if rule is not None and rule.status != "learning":
+            return False
+        seen = self._witnesses.setdefault(key, set())
+        if cluster in seen:
+            return False
+        seen.add(cluster)
+        return True
+
     def cluster_of(self, url: str) -> int | None:
-        """The content cluster of a page this crawl fetched."""
+        """The content cluster of a page this crawl fetched (None: unknown)."""
         fetched = self._fetched_urls.get(url)
         return None if fetched is None else fetched[1]
 
@@ -237,9 +257,12 @@ class UrlModel:
             k for k, r in self.rules.items()
             if r.adopted and (k.kind == HOST or self._general(k) not in vetoed)
         }  # fmt: skip
+        for key, rule in self.rules.items():
+            if rule.status != "learning":
+                self._witnesses.pop(key, None)
         self._fetched = {}
         for url, (form, _) in self._fetched_urls.items():
-            self._fetched.setdefault(self._rewritten(form), url)
+            self._fetched.setdefault(self._rewrite(form)[0], url)
 
     def _general(self, key: RuleKey) -> RuleKey:
         """The rule on all the hosts joined to its own."""
@@ -253,28 +276,49 @@ class UrlModel:
         form = Form.of(url)
         if form is None or url in self._fetched_urls:
             return None
-        rewritten = self._rewritten(form)
+        rewritten, used = self._rewrite(form)
         target = self._fetched.get(rewritten)
         if target is None or target == url:
             return None
-        used = self._used(form) | self._used(self._fetched_urls[target][0])
+        used |= self._rewrite(self._fetched_urls[target][0])[1]
         return (target, sorted(used, key=RuleKey.text)) if used else None
 
-    def _rewritten(self, form: Form) -> tuple:
-        """The form with what the adopted rules say does not matter taken out."""
+    def _rewrite(self, form: Form) -> tuple[tuple, set[RuleKey]]:
+        """The form with what the rules in force say does not matter taken out (the host named
+        for its joined hosts, adopted segments, then adopted parameters of the section that
+        leaves), and the rules that took something out."""
         host = self._host_of(form.host)
-        names = {n for n in form.names() if self._adopted(RuleKey(form.host, form.section, PARAM, n))}
-        segments = tuple(s for s in form.segments if not self._adopted(RuleKey(form.host, "", SEGMENT, s)))
-        return host, segments, form.without(names).params
+        used = {k for k in self._in_force if k.kind == HOST and form.host in k.name.split(" ")}
+        segments = []
+        for segment in form.segments:
+            rule = self._in_force_on(form.host, "", SEGMENT, segment)
+            if rule is None:
+                segments.append(segment)
+            else:
+                used.add(rule)
+        section, dropped = _section(tuple(segments)), set()
+        for name in form.names():
+            rule = self._in_force_on(form.host, section, PARAM, name)
+            if rule is not None:
+                used.add(rule)
+                dropped.add(name)
+        return (host, tuple(segments), form.without(dropped).params), used
+
+    def _in_force_on(self, host: str, section: str, kind: str, name: str) -> RuleKey | None:
+        """The rule in force on this host or on the hosts joined to it, if any."""
+        for on in (host, self._host_of(host)):
+            key = RuleKey(on, section, kind, name)
+            if key in self._in_force:
+                return key
+        return None
 
     def _host_of(self, host: str) -> str:
         return self._canonical.get(host, host)
 
-    def _used(self, form: Form) -> set[RuleKey]:
-        keys = {RuleKey(form.host, form.section, PARAM, n) for n in form.names()}
-        keys |= {RuleKey(form.host, "", SEGMENT, s) for s in form.segments}
-        keys = {k for k in keys if self._adopted(k)}
-        return keys | {k for k in self._in_force if k.kind == HOST and form.host in k.name.split(" ")}
+
+def _section(segments: tuple[str, ...]) -> str:
+    """The first path segment of a page below the root: a parameter's rules hold within it."""
+    return segments[0] if len(segments) > 1 else ""
 
 
 def _reduced_keys(form: Form) -> Iterator[tuple]:

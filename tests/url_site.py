@@ -7,13 +7,16 @@ the print view (``/print/a?id=n``), the AMP view (``/a/amp?id=n``) and the other
 text), and ``view=full``, which adds a long appendix on every fourth article and changes
 nothing on the others. Listings (``/list?page=k``, in ``sort=asc`` and ``sort=desc``) link to
 articles under all these URLs; articles link to a few others. ``pages(n)`` says which
-distinct pages there are, so a test can tell a page never fetched.
+distinct pages there are, so a test can tell a page never fetched. An article is made up
+(``synthetic``) or a real page's (the benchmark's), served in that page with the site's links
+added.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 from html import escape
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
@@ -23,9 +26,21 @@ VARIANTS = (
     "{amp}", "{u}&view=full", "{u}&lang=de", "{other}{u}",
 )  # fmt: skip
 PER_LIST = 8
+# Where a real page's template holds its article's paragraphs.
+ARTICLE = "<p>@@article@@</p>"
 
 
-def synthetic(count: int, seed: int = 7) -> list[tuple[str, list[str]]]:
+@dataclass(frozen=True)
+class Article:
+    """An article's title and paragraphs, and the real page they come from, with ``ARTICLE``
+    where they go (None: made up)."""
+
+    title: str
+    paragraphs: tuple[str, ...]
+    page: str | None = None
+
+
+def synthetic(count: int, seed: int = 7) -> list[Article]:
     """``count`` distinct made-up articles: sentences of function words and random words."""
     rng = random.Random(seed)
     words = [f"{a}{b}" for a in ("ka", "lo", "mi", "ne", "pu", "ri", "sa", "to") for b in range(60)]
@@ -35,19 +50,19 @@ def synthetic(count: int, seed: int = 7) -> list[tuple[str, list[str]]]:
         paragraphs = [
             " ".join(rng.choice(shapes).format(*rng.sample(words, 4)) for _ in range(8)) for _ in range(5)
         ]
-        articles.append((f"Article {n} " + rng.choice(words), paragraphs))
+        articles.append(Article(f"Article {n} " + rng.choice(words), tuple(paragraphs)))
     return articles
 
 
-def pages(count: int) -> set[str]:
+def pages(count: int, view_every: int = 4) -> set[tuple[str, int, str]]:
     """The distinct pages of a site of ``count`` articles, as (path, id or page, variant) keys."""
     found = {("a", n, "") for n in range(count)} | {("a", n, "de") for n in range(count)}
-    found |= {("a", n, "full") for n in range(0, count, 4)}
+    found |= {("a", n, "full") for n in range(0, count, view_every)}
     found |= {("list", k, "") for k in range(_lists(count))}
     return found
 
 
-def page_of(path: str, query: dict[str, list[str]]) -> tuple[str, int, str] | None:
+def page_of(path: str, query: dict[str, list[str]], view_every: int = 4) -> tuple[str, int, str] | None:
     """Which distinct page a URL is (None: no such page)."""
     try:
         number = int(query.get("id", query.get("page", ["0"]))[0])
@@ -59,7 +74,7 @@ def page_of(path: str, query: dict[str, list[str]]) -> tuple[str, int, str] | No
         return None
     if query.get("lang") == ["de"]:
         return "a", number, "de"
-    if query.get("view") == ["full"] and number % 4 == 0:
+    if query.get("view") == ["full"] and number % view_every == 0:
         return "a", number, "full"
     return "a", number, ""
 
@@ -68,8 +83,9 @@ def _lists(count: int) -> int:
     return (count + PER_LIST - 1) // PER_LIST
 
 
-def handler(articles: Sequence[tuple[str, list[str]]], port: list[int]):
-    """A request handler class serving the site of ``articles`` (``port[0]``: where it listens)."""
+def handler(articles: Sequence[Article], port: list[int], view_every: int = 4):
+    """A request handler class serving the site of ``articles`` (``port[0]``: where it listens;
+    ``view_every``: the articles ``view=full`` changes, every fourth by default)."""
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args: object) -> None:
@@ -78,7 +94,7 @@ def handler(articles: Sequence[tuple[str, list[str]]], port: list[int]):
         def do_GET(self) -> None:
             parts = urlsplit(self.path)
             query = parse_qs(parts.query)
-            key = page_of(parts.path, query)
+            key = page_of(parts.path, query, view_every)
             if key is None or not 0 <= key[1] < (len(articles) if key[0] == "a" else _lists(len(articles))):
                 self.send_error(404)
                 return
@@ -110,34 +126,45 @@ def _listing(k: int, query: dict[str, list[str]], articles: Sequence, port: int)
         numbers.reverse()
     teasers = []
     for n in numbers:
-        title, paragraphs = articles[n]
+        title, lead = articles[n].title, (articles[n].paragraphs or ('',))[0]
         links = "".join(f'<a href="{escape(url)}">{escape(title)}</a> ' for url in _links(n, rng, port))
-        teasers.append(f"<div><h3>{escape(title)}</h3><p>{escape(paragraphs[0])}</p>{links}</div>")
+        teasers.append(f"<div><h3>{escape(title)}</h3><p>{escape(lead)}</p>{links}</div>")
     orders = [(j, s) for j in range(_lists(len(articles))) for s in ("asc", "desc")]
     others = "".join(f'<a href="/list?page={j}&sort={s}">list {j}</a> ' for j, s in orders)
     body = f"<main>{''.join(teasers)}</main><nav>{others}</nav>"
     return f"<html><head><title>List {k}</title></head><body>{body}</body></html>"
 
 
-def _article(key: tuple[str, int, str], printed: bool, articles: Sequence, port: int) -> str:
+def _article(key: tuple[str, int, str], printed: bool, articles: Sequence[Article], port: int) -> str:
     _, n, variant = key
-    title, paragraphs = articles[n]
+    article = articles[n]
+    paragraphs = article.paragraphs
     if variant == "de":  # another text: each paragraph's words in reverse order
-        paragraphs = [" ".join(reversed(p.split())) for p in paragraphs]
+        paragraphs = tuple(_reversed(p) for p in paragraphs)
+    appendix: tuple[str, ...] = ()
     if variant == "full":  # a long appendix: the text of two articles further on
-        paragraphs = paragraphs + articles[(n + 1) % len(articles)][1] + articles[(n + 2) % len(articles)][1]
-    text = "".join(f"<p>{escape(p)}</p>" for p in paragraphs)
-    head = f"<head><title>{escape(title)}</title></head>"
+        appendix = articles[(n + 1) % len(articles)].paragraphs + articles[(n + 2) % len(articles)].paragraphs
+    title = escape(article.title)
     if printed:
-        return f"<html>{head}<body><h1>{escape(title)}</h1>{text}</body></html>"
+        text = "".join(f"<p>{escape(p)}</p>" for p in paragraphs + appendix)
+        return f"<html><head><title>{title}</title></head><body><h1>{title}</h1>{text}</body></html>"
     rng = random.Random(n)
     related = "".join(
         f'<a href="{escape(url)}">related</a> '
         for m in rng.sample(range(len(articles)), min(3, len(articles)))
         for url in rng.sample(_links(m, rng, port), 3)
     )  # fmt: skip
-    lists = f'<a href="/list?page={n // PER_LIST}&sort=asc">more</a>'
+    links = f"<aside>{related}<a href='/list?page={n // PER_LIST}&sort=asc'>more</a></aside>"
+    text = "".join(f"<p>{escape(p)}</p>" for p in paragraphs + appendix)
+    if article.page is not None:
+        page = article.page.replace(ARTICLE, text)
+        end = page.lower().rfind("</body>")
+        return page[:end] + links + page[end:] if end >= 0 else page + links
     return (
-        f"<html>{head}<body><header><a href='/list?page=0'>home</a></header>"
-        f"<article><h1>{escape(title)}</h1>{text}</article><aside>{related}{lists}</aside></body></html>"
+        f"<html><head><title>{title}</title></head><body><header><a href='/list?page=0'>home</a></header>"
+        f"<article><h1>{title}</h1>{text}</article>{links}</body></html>"
     )
+
+
+def _reversed(text: str) -> str:
+    return " ".join(reversed(text.split()))

@@ -93,7 +93,9 @@ class UrlRules:
         its content is a copy of."""
         if not verdict.judged or verdict.doc_id is None:
             return
-        cluster = verdict.duplicate_of if verdict.duplicate_of is not None else verdict.doc_id
+        cluster: int | None = verdict.duplicate_of if verdict.duplicate_of is not None else verdict.doc_id
+        if verdict.revisit == "unchanged":
+            cluster = None  # the same as its own earlier version says nothing of other pages
         changes: dict[RuleKey, list[int]] = {}
         for url in dict.fromkeys([*request.meta.get("redirect_urls", ()), request.url, response.url]):
             evidence = self.model.observe(url, cluster)
@@ -102,7 +104,8 @@ class UrlRules:
             for key in evidence.differ:
                 changes.setdefault(key, [0, 0])[1] += 1
         checks = request.meta.get(CHECKS)
-        if checks and self.model.cluster_of(checks[0]) not in (None, cluster):  # a rule predicted wrong
+        predicted = self.model.cluster_of(checks[0]) if checks and cluster is not None else None
+        if predicted not in (None, cluster):  # a rule predicted a copy of other content
             for text in checks[1]:
                 changes.setdefault(RuleKey.parse(text), [0, 0])[1] += 1
         if changes:
