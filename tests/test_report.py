@@ -516,6 +516,15 @@ def test_html_report_in_chromium_runs_no_payload(tmp_path, browser, articles):
                  "html": _page(t1 + text_payloads[3], p1)})  # fmt: skip
     rows.append({"url": f"javascript:{_payload('url-js-2')}", "html": _page(t1, p1[:-1])})
     db = _scan_feed(tmp_path, rows)
+    with SQLiteIndex(db, DedupConfig()) as index:  # learned URL rules, named by hostile URLs too
+        host, name = (
+            f"https://<svg onload={_payload('rule-host')}>",
+            f"<img src=x onerror={_payload('rule-name')}>",
+        )
+        rule = "\t".join((host, "", "param", name))
+        index.add_url_evidence({rule: (40, 0)})
+        index.set_url_rule(rule, "adopted", 0.0)
+        index.add_url_skip([rule], f"{host}/a?{name}=1", f"{host}/a", b"kept")
     report = write_report(db, tmp_path / "report.html")
     page = report.read_text(encoding="utf-8")
     # in the file, no payload is markup: the only tags are the report's own
@@ -542,6 +551,7 @@ def test_html_report_in_chromium_runs_no_payload(tmp_path, browser, articles):
         assert "</title></textarea><script>window.__pwned='title-script'" in body
         assert "</textarea><script>window.__pwned='text-textarea'" in body  # the text, in the diff view
         assert "javascript:window.__pwned='url-js'" in body
+        assert f"param {name} {host}" in body  # the URL rules' table, as text
         assert browser.find_elements(By.CSS_SELECTOR, ".diff .ins, .diff .del")  # the diff highlights
         select = Select(browser.find_element(By.ID, "nd-host"))
         hosts = [o.text for o in select.options]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import pickle
 import sqlite3
 import threading
@@ -15,6 +16,7 @@ import pytest
 from crawling import ADDON, crawl
 from url_site import handler, page_of, pages, synthetic
 
+from scrapy_neardup.report import write_report
 from scrapy_neardup.urls import HOST, PARAM, SEGMENT, Form, Rule, RuleKey, UrlModel, difference, explored
 
 
@@ -136,6 +138,11 @@ def test_a_crawl_skips_copies_before_their_download_and_fetches_every_page(tmp_p
     learned = rules(db)
     assert "adopted" in learned["param\tutm_source"] and "adopted" in learned["param\tsid"]
     assert "adopted" not in learned["param\tview"] | learned["param\tlang"] | learned["param\tid"]
+    report = json.loads(write_report(db, tmp_path / "report.json", "json").read_text())
+    adopted = [rule for rule in report["url_rules"] if rule["status"] == "adopted"]
+    assert all(rule["error_bound"] < 0.1 and rule["differ"] == 0 for rule in adopted)
+    assert sum(rule["skipped"] for rule in adopted) >= result["stats"]["neardup/urls/skipped"] > 0
+    assert "Learned URL rules" in write_report(db, tmp_path / "report.html").read_text()
 
 
 def seeded_index(db, rules: dict[str, str]) -> None:

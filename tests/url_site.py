@@ -126,7 +126,7 @@ def _listing(k: int, query: dict[str, list[str]], articles: Sequence, port: int)
         numbers.reverse()
     teasers = []
     for n in numbers:
-        title, lead = articles[n].title, (articles[n].paragraphs or ('',))[0]
+        title, lead = articles[n].title, (articles[n].paragraphs or ("",))[0]
         links = "".join(f'<a href="{escape(url)}">{escape(title)}</a> ' for url in _links(n, rng, port))
         teasers.append(f"<div><h3>{escape(title)}</h3><p>{escape(lead)}</p>{links}</div>")
     orders = [(j, s) for j in range(_lists(len(articles))) for s in ("asc", "desc")]

@@ -10,13 +10,14 @@ from __future__ import annotations
 import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..exceptions import ConfigError
 from ..index import Index
 from ..methods import ALL
 from .progress import Progress
+from .url_rules import UrlRuleRow, load_url_rules
 
 # Policy name -> what it keeps; the order is the one shown in help texts.
 CANONICAL_POLICIES: dict[str, str] = {
@@ -160,6 +161,7 @@ class ClusterSet:
     settings: dict[str, Any]
     thresholds: dict[str, float]
     action: str | None = None  # what the latest crawl did with duplicates: drop, tag, or None (a scan)
+    url_rules: list[UrlRuleRow] = field(default_factory=list)  # the crawls' learned URL rules
 
     def members_by_id(self) -> dict[int, tuple[ReportCluster, Member]]:
         """Each clustered page's cluster and record (the CSV looks up every row here)."""
@@ -213,4 +215,5 @@ def load_clusters(index: Index, policy: str = "first-seen", progress: Progress |
         settings=config.shaping(),
         thresholds=similarity_thresholds(config),
         action=index.last_action(),
+        url_rules=load_url_rules(index),
     )

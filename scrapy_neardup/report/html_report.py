@@ -34,6 +34,7 @@ from ..index import Index
 from ..methods import decision_order
 from .clusters import CANONICAL_POLICIES, ClusterSet
 from .progress import Progress
+from .url_rules import url_rules_html
 
 TEXT_BUDGET = 16_000_000  # characters of page text embedded for the side-by-side view
 MAX_TEXTS = 50_000  # texts looked up at most, whatever their length
@@ -355,6 +356,7 @@ def write_html(
     values = {
         "CSP": esc(_csp(script)), "VERSION": esc(__version__), "SOURCE": esc(source or "index"),
         "SUBTITLE": subtitle, "SUMMARY": summary_html(clusters, t), "CHARTS": charts_html(clusters, t),
+        "RULES": url_rules_html(clusters.url_rules),
     }  # fmt: skip
     handle.write(_MARKER.sub(lambda m: values[m.group(1)], head))
     text_keys = write_texts(clusters, index, handle, text_budget, progress)

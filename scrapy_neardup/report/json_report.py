@@ -13,6 +13,7 @@ from typing import Any, TextIO
 from ..index import Index
 from .clusters import ClusterSet, ReportCluster, load_clusters
 from .progress import Progress
+from .url_rules import url_rules_json
 
 
 def header(clusters: ClusterSet) -> dict[str, Any]:
@@ -24,6 +25,7 @@ def header(clusters: ClusterSet) -> dict[str, Any]:
         "unique": clusters.unique,
         "canonical_policy": clusters.policy,
         "settings": clusters.settings,
+        "url_rules": url_rules_json(clusters.url_rules),
     }
 
 
