@@ -36,6 +36,9 @@ MAX_PARAMS = 5
 # Pages kept under one key of the evidence index: a page pairs with a few that differ from it in
 # one way (the first ones met), not with every article that differs from it by its id.
 MAX_NEAR = 16
+# Pages the model remembers, the latest fetched: bounds its memory (about 3 KB a page) on a long
+# crawl. A copy of a page fetched longer ago is fetched, and pairs with it teach nothing.
+MAX_PAGES = 20_000
 
 PARAM, SEGMENT, HOST = "param", "segment", "host"
 
@@ -176,7 +179,7 @@ class UrlModel:
         page; None when its verdict says nothing of other pages, as for a revisit found
         unchanged) and return what it teaches."""
         form = Form.of(url)
-        if form is None:
+        if form is None or url in self._fetched_urls:
             return Evidence()
         evidence = Evidence()
         if cluster is not None:
@@ -187,7 +190,23 @@ class UrlModel:
                     near.append((form, cluster))
         self._fetched_urls[url] = (form, cluster)
         self._fetched.setdefault(self._rewrite(form)[0], url)
+        if len(self._fetched_urls) > MAX_PAGES:
+            self._forget(next(iter(self._fetched_urls)))
         return evidence
+
+    def _forget(self, url: str) -> None:
+        """Take the page fetched longest ago out of the model."""
+        form, cluster = self._fetched_urls.pop(url)
+        if cluster is not None:
+            for key in _reduced_keys(form):
+                near = self._near.get(key, [])
+                if (form, cluster) in near:
+                    near.remove((form, cluster))
+                    if not near:
+                        del self._near[key]
+        rewritten = self._rewrite(form)[0]
+        if self._fetched.get(rewritten) == url:
+            del self._fetched[rewritten]
 
     def _evidence(self, form: Form, cluster: int) -> Evidence:
         """The rules the pages near ``form`` support (each learning rule once a content cluster)

@@ -211,3 +211,19 @@ def test_a_rerun_and_another_crawler_use_the_rules_the_index_holds(tmp_path, red
     assert "neardup/urls/adopted" not in again["stats"]  # nothing left to learn: the rules are shared
     assert again["stats"]["neardup/urls/skipped"] >= first["stats"]["neardup/urls/skipped"]
     assert fetched(first) == fetched(again) == pages(COUNT)
+
+
+def test_the_model_forgets_the_pages_fetched_longest_ago(monkeypatch):
+    from scrapy_neardup import urls
+
+    monkeypatch.setattr(urls, "MAX_PAGES", 3)
+    model = UrlModel()
+    key = RuleKey("http://x", "", PARAM, "utm_source")
+    model.rules[key] = Rule(key, same=40, status="adopted")
+    model.rules_changed()
+    for n in range(5):
+        model.observe(f"http://x/a?id={n}", cluster=n)
+    assert model.predict("http://x/a?id=0&utm_source=z") is None  # forgotten: fetched again
+    assert model.predict("http://x/a?id=4&utm_source=z") == ("http://x/a?id=4", [key])
+    assert len(model._fetched_urls) == len(model._fetched) == 3
+    assert all(len(near) <= 3 for near in model._near.values())
