@@ -154,7 +154,9 @@ class CrawlSettings:
         f"which page of a cluster the report keeps: {', '.join(CANONICAL_POLICIES)}",
         _in(tuple(CANONICAL_POLICIES), "canonical policy"),
     )
-    debug: bool = knob(False, parse_bool, "log every dropped or tagged page, not only the first")
+    debug: bool = knob(
+        False, parse_bool, "log every dropped or tagged page and skipped request, not only the first"
+    )
     log_extractors: bool = knob(False, parse_bool, "let the extractors' own log lines through")
 
     def __post_init__(self) -> None:

@@ -75,7 +75,7 @@ def open_session_parts(crawler: Crawler) -> Opened:
         )
     urls = None
     if settings.learn_urls:
-        urls = UrlRules(index, crawler.stats, crawler, settings.url_explore)
+        urls = UrlRules(index, crawler.stats, crawler, settings.url_explore, settings.debug)
         urls.start(forget=settings.url_rules_reset)
     return Opened(config, settings, policy, Detector(config, index, workers), urls)
 

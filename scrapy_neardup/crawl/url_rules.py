@@ -31,9 +31,13 @@ class UrlRules:
     """The learned rules of one crawl: ``before_download`` skips predicted copies, ``learn`` adds
     a judged page's evidence, and revoked rules' requests are scheduled again."""
 
-    def __init__(self, index: Store, stats: Any, crawler: Any = None, explore: float = EXPLORE) -> None:
+    def __init__(
+        self, index: Store, stats: Any, crawler: Any = None, explore: float = EXPLORE, debug: bool = False
+    ) -> None:
         self.index = index
         self.explore = explore
+        self.debug = debug  # log every skipped request, not only the first
+        self._logged = False
         self.stats = stats
         self.crawler = crawler
         self.model = UrlModel()
@@ -84,7 +88,12 @@ class UrlRules:
             )
             return
         self.stats.inc_value("neardup/urls/skipped")
-        raise IgnoreRequest(f"predicted copy of {target} (learned URL rules: {_named(keys)})")
+        reason = f"predicted copy of {target} (learned URL rules: {_named(keys)})"
+        if self.debug or not self._logged:
+            more = "" if self.debug else " - no more will be shown (see NEARDUP_DEBUG)"
+            logger.debug("scrapy-neardup: skipped %s, a %s%s", request.url, reason, more)
+            self._logged = True
+        raise IgnoreRequest(reason)
 
     # --- after a page is judged ------------------------------------------------------------
 
