@@ -210,25 +210,38 @@ class UrlModel:
 
     def _evidence(self, form: Form, cluster: int) -> Evidence:
         """The rules the pages near ``form`` support (each learning rule once a content cluster)
-        or contradict (a pair of other content that differs by one element not known harmless,
-        or by adopted rules only: each of those is blamed)."""
-        evidence, seen = Evidence(), set()
+        or contradict: a pair of other content that differs by one element not known harmless,
+        or by adopted rules only. Those are each blamed, but for the ones that a pair of either
+        page's own content differs by (that element changed neither page)."""
+        evidence, pairs = Evidence(), self._pairs(form)
+        harmless = {k for keys, _, other_cluster in pairs if other_cluster == cluster for k in keys}
+        for keys, other, other_cluster in pairs:
+            if other_cluster == cluster:
+                evidence.same += [k for k in keys if self._witness(k, cluster)]
+                continue
+            unknown = [k for k in keys if not self._adopted(k)]
+            if len(unknown) == 1:
+                evidence.differ += unknown
+            elif not unknown:
+                spared = harmless | {
+                    k for other_keys, _, c in self._pairs(other) if c == other_cluster for k in other_keys
+                }
+                evidence.differ += [k for k in keys if k not in spared] or keys
+        return evidence
+
+    def _pairs(self, form: Form) -> list[tuple[list[RuleKey], Form, int]]:
+        """The pages near ``form`` whose URLs differ from its own in one kind of way: the rules
+        the difference is about, the page, its cluster."""
+        pairs, seen = [], set()
         for key in _reduced_keys(form):
             for other, other_cluster in self._near.get(key, ()):
                 if other == form or other in seen:
                     continue
                 seen.add(other)
                 found = difference(form, other)
-                if found is None:
-                    continue
-                keys = self._keys(form, *found)
-                if other_cluster == cluster:
-                    evidence.same += [k for k in keys if self._witness(k, cluster)]
-                else:
-                    unknown = [k for k in keys if not self._adopted(k)]
-                    if len(unknown) <= 1:
-                        evidence.differ += unknown or keys
-        return evidence
+                if found is not None:
+                    pairs.append((self._keys(form, *found), other, other_cluster))
+        return pairs
 
     def _keys(self, form: Form, kind: str, names: frozenset[str]) -> list[RuleKey]:
         """The rules a difference of ``form`` from another page is about: a parameter's within the

@@ -227,3 +227,27 @@ def test_the_model_forgets_the_pages_fetched_longest_ago(monkeypatch):
     assert model.predict("http://x/a?id=4&utm_source=z") == ("http://x/a?id=4", [key])
     assert len(model._fetched_urls) == len(model._fetched) == 3
     assert all(len(near) <= 3 for near in model._near.values())
+
+
+def test_a_counter_example_of_adopted_rules_spares_those_the_page_shows_harmless():
+    model = UrlModel()
+    view, utm = (RuleKey("http://x", "", PARAM, n) for n in ("view", "utm_source"))
+    model.rules = {k: Rule(k, same=40, status="adopted") for k in (view, utm)}
+    model.rules_changed()
+    model.observe("http://x/a?id=1", cluster=1)
+    model.observe("http://x/a?id=1&view=full", cluster=2)
+    evidence = model.observe("http://x/a?id=1&view=full&utm_source=n", cluster=2)
+    assert evidence.differ == [view]  # utm_source changed nothing on this very page
+    alone = UrlModel()  # no page says which: both are blamed
+    alone.rules = dict(model.rules)
+    alone.rules_changed()
+    alone.observe("http://x/a?id=1", cluster=1)
+    assert set(alone.observe("http://x/a?id=1&view=full&utm_source=n", cluster=2).differ) == {view, utm}
+    # Nor the rules that changed nothing on the other page: a=1&sid=z is the page a=1.
+    other = UrlModel()
+    sid = RuleKey("http://x", "", PARAM, "sid")
+    other.rules = {k: Rule(k, same=40, status="adopted") for k in (view, sid)}
+    other.rules_changed()
+    other.observe("http://x/a?id=1", cluster=1)
+    other.observe("http://x/a?id=1&sid=z", cluster=1)
+    assert set(other.observe("http://x/a?id=1&view=full&sid=q", cluster=2).differ) == {view}
