@@ -45,7 +45,7 @@ CONFIGS: dict[str, dict | None] = {
     "without": None,
     "default inline": {"NEARDUP_WORKERS": 0},
     "default": {},
-    "default, URL rules off": {"NEARDUP_LEARN_URLS": False},
+    "default rules off": {"NEARDUP_LEARN_URLS": False},
     "trafilatura inline": {"NEARDUP_EXTRACTOR": "trafilatura", "NEARDUP_WORKERS": 0},
     "trafilatura workers=2": {"NEARDUP_EXTRACTOR": "trafilatura", "NEARDUP_WORKERS": 2},
     "trafilatura-fast inline": {"NEARDUP_EXTRACTOR": "trafilatura-fast", "NEARDUP_WORKERS": 0},
