@@ -17,7 +17,9 @@ from crawling import ADDON, crawl
 from url_site import handler, page_of, pages, synthetic
 
 from scrapy_neardup.report import write_report
-from scrapy_neardup.urls import HOST, PARAM, SEGMENT, Form, Rule, RuleKey, UrlModel, difference, explored
+from scrapy_neardup.urls import (
+    HOST, PARAM, SEGMENT, Form, Rule, RuleKey, UrlModel, adopt_after, difference, explored,
+)  # fmt: skip
 
 
 def test_a_difference_is_of_parameters_of_one_segment_or_of_the_host():
@@ -45,7 +47,8 @@ def test_a_rule_needs_the_evidence_to_bound_its_error():
     rule.same = 28
     assert rule.bound > 0.1
     rule.same = 29
-    assert rule.bound < 0.1  # 29 pairs of the same content and none other: under 10 % at 95 %
+    assert rule.bound < 0.1  # 29 pages of the same content and none other: under 10 % at 95 %
+    assert adopt_after() == 29 and adopt_after(0.01) == 299
 
 
 def test_the_model_finds_evidence_and_predicts_copies_by_adopted_rules():
@@ -151,7 +154,7 @@ def seeded_index(db, rules: dict[str, str]) -> None:
     from scrapy_neardup.index import SQLiteIndex
 
     with SQLiteIndex(db, DedupConfig()) as index:
-        index.add_url_evidence({rule: (1, 0) for rule in rules})
+        index.add_url_evidence({rule: (1, 0) for rule in rules}, 29)
         for rule, status in rules.items():
             index.set_url_rule(rule, status, 0.0)
 
