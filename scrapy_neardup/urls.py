@@ -18,6 +18,7 @@ fetches to keep checking the rules that predicted it. This module is pure: the c
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, urlsplit
@@ -88,6 +89,26 @@ class RuleKey:
     def parse(cls, text: str) -> RuleKey:
         host, section, kind, name = text.split("\t")
         return cls(host, section, kind, name)
+
+
+def adopt_after(max_error: float = MAX_ERROR, confidence: float = CONFIDENCE) -> int:
+    """The pages of the same content, with no counter-example, that bound a rule's error under
+    ``max_error`` (29 for the defaults)."""
+    return math.floor(math.log(1.0 - confidence) / math.log(1.0 - max_error)) + 1
+
+
+def next_status(status: str, same: int, differ: int, adopt_at: int) -> str:
+    """A rule's status once its evidence is counted: a counter-example refuses a learning rule
+    and revokes an adopted one; enough pages of the same content, and none other, adopt it.
+    The index applies it in the transaction that adds the evidence, so that crawlers sharing
+    an index never adopt a rule another one has just found a counter-example to."""
+    if differ and status == "adopted":
+        return "revoked"
+    if differ and status == "learning":
+        return "refused"
+    if not differ and status == "learning" and same >= adopt_at:
+        return "adopted"
+    return status
 
 
 @dataclass

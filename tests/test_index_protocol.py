@@ -204,3 +204,19 @@ def test_a_user_can_query_the_index_with_sqlite_utils(tmp_path):
     query = "select status, count(*) as n from pages group by status order by status"
     counts = subprocess.run([tool, "query", str(path), query], capture_output=True, text=True, check=True)
     assert json.loads(counts.stdout) == [{"status": "duplicate", "n": 1}, {"status": "unique", "n": 1}]
+
+
+def test_url_rule_evidence_and_status_change_in_one_step(open_detector):
+    """Counts and status change together, so that crawlers sharing an index never adopt a rule
+    another one has just found a counter-example to."""
+    index = open_detector(CONFIG).index
+    rule, other = "http://x\t\tparam\tutm_source", "http://x\t\tparam\tview"
+    assert index.add_url_evidence({rule: (28, 0), other: (3, 0)}, 29) == {
+        rule: (28, 0, "learning", "learning"), other: (3, 0, "learning", "learning")
+    }  # fmt: skip
+    assert index.add_url_evidence({rule: (1, 0), other: (1, 1)}, 29) == {
+        rule: (29, 0, "learning", "adopted"), other: (4, 1, "learning", "refused")
+    }  # fmt: skip
+    assert index.add_url_evidence({other: (40, 0)}, 29)[other] == (44, 1, "refused", "refused")
+    assert index.add_url_evidence({rule: (0, 1)}, 29)[rule] == (29, 1, "adopted", "revoked")
+    assert sorted(index.url_rules()) == [(rule, 29, 1, "revoked"), (other, 44, 1, "refused")]

@@ -522,7 +522,7 @@ def test_html_report_in_chromium_runs_no_payload(tmp_path, browser, articles):
             f"<img src=x onerror={_payload('rule-name')}>",
         )
         rule = "\t".join((host, "", "param", name))
-        index.add_url_evidence({rule: (40, 0)})
+        index.add_url_evidence({rule: (40, 0)}, 29)
         index.set_url_rule(rule, "adopted", 0.0)
         index.add_url_skip([rule], f"{host}/a?{name}=1", f"{host}/a", b"kept")
     report = write_report(db, tmp_path / "report.html")

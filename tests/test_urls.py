@@ -16,6 +16,7 @@ import pytest
 from crawling import ADDON, crawl
 from url_site import handler, page_of, pages, synthetic
 
+from scrapy_neardup import urls
 from scrapy_neardup.report import write_report
 from scrapy_neardup.urls import HOST, PARAM, SEGMENT, Form, Rule, RuleKey, UrlModel, difference, explored
 
@@ -45,7 +46,8 @@ def test_a_rule_needs_the_evidence_to_bound_its_error():
     rule.same = 28
     assert rule.bound > 0.1
     rule.same = 29
-    assert rule.bound < 0.1  # 29 pairs of the same content and none other: under 10 % at 95 %
+    assert rule.bound < 0.1  # 29 pages of the same content and none other: under 10 % at 95 %
+    assert urls.adopt_after() == 29 and urls.adopt_after(0.01) == 299
 
 
 def test_the_model_finds_evidence_and_predicts_copies_by_adopted_rules():
@@ -151,7 +153,7 @@ def seeded_index(db, rules: dict[str, str]) -> None:
     from scrapy_neardup.index import SQLiteIndex
 
     with SQLiteIndex(db, DedupConfig()) as index:
-        index.add_url_evidence({rule: (1, 0) for rule in rules})
+        index.add_url_evidence({rule: (1, 0) for rule in rules}, 29)
         for rule, status in rules.items():
             index.set_url_rule(rule, status, 0.0)
 
@@ -214,8 +216,6 @@ def test_a_rerun_and_another_crawler_use_the_rules_the_index_holds(tmp_path, red
 
 
 def test_the_model_forgets_the_pages_fetched_longest_ago(monkeypatch):
-    from scrapy_neardup import urls
-
     monkeypatch.setattr(urls, "MAX_PAGES", 3)
     model = UrlModel()
     key = RuleKey("http://x", "", PARAM, "utm_source")

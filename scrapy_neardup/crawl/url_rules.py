@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import pickle
-import time
 from typing import Any
 
 from scrapy.exceptions import IgnoreRequest
@@ -18,10 +17,11 @@ from scrapy.http import Request, Response
 from scrapy.utils.request import request_from_dict
 
 from ..index import Store, Verdict
-from ..urls import EXPLORE, MAX_ERROR, Rule, RuleKey, UrlModel, explored
+from ..urls import EXPLORE, Rule, RuleKey, UrlModel, adopt_after, explored
 
 logger = logging.getLogger("scrapy_neardup")
 
+ADOPT_AT = adopt_after()  # pages of the same content that adopt a rule with no counter-example
 REFRESH = 100  # judged pages between two readings of the rules other crawlers of the index changed
 # A request's meta: True fetches it whatever the rules say; the rules a fetched predicted copy checks.
 FETCH, CHECKS = "neardup_fetch", "_neardup_checks"
@@ -118,39 +118,35 @@ class UrlRules:
             for text in checks[1]:
                 changes.setdefault(RuleKey.parse(text), [0, 0])[1] += 1
         if changes:
-            totals = self.index.add_url_evidence({k.text(): tuple(v) for k, v in changes.items()})
-            self._weigh({RuleKey.parse(text): total for text, total in totals.items()})
+            self._weigh(
+                self.index.add_url_evidence({k.text(): tuple(v) for k, v in changes.items()}, ADOPT_AT)
+            )
         self._judged += 1
         if self._judged % REFRESH == 0 and self._read_rules():
             self.revive_revoked()
 
-    def _weigh(self, totals: dict[RuleKey, tuple[int, int, str]]) -> None:
-        """Adopt the rules whose evidence now bounds their error, refuse or revoke the rules that
-        met a counter-example."""
+    def _weigh(self, totals: dict[str, tuple[int, int, str, str]]) -> None:
+        """Take in the rules' totals and the status the index gave them: count and log the rules
+        adopted, refused or revoked, and schedule again what the revoked ones skipped."""
         changed, revoked = False, []
-        for key, (same, differ, status) in totals.items():
+        for text, (same, differ, old, new) in totals.items():
+            key = RuleKey.parse(text)
             rule = self.model.rules.setdefault(key, Rule(key))
-            rule.same, rule.differ, rule.status = same, differ, status
-            new = status
-            if differ and status == "adopted":
-                new = "revoked"
-                revoked.append(key)
-            elif differ and status == "learning":
-                new = "refused"
-            elif status == "learning" and rule.bound < MAX_ERROR:
-                new = "adopted"
-            if new != status:
-                self.index.set_url_rule(key.text(), new, time.time())
-                rule.status, changed = new, True
-                self.stats.inc_value(f"neardup/urls/{new}")
-                (logger.debug if new == "refused" else logger.info)(
-                    "scrapy-neardup: URL rule %s %s (%d pairs of the same content, %d counter-examples)",
-                    _named([key]), new, same, differ,
-                )  # fmt: skip
+            changed |= rule.status != new
+            rule.same, rule.differ, rule.status = same, differ, new
+            if new == old:
+                continue
+            self.stats.inc_value(f"neardup/urls/{new}")
+            (logger.debug if new == "refused" else logger.info)(
+                "scrapy-neardup: URL rule %s %s (%d pages of the same content, %d counter-examples)",
+                _named([key]), new, same, differ,
+            )  # fmt: skip
+            if new == "revoked":
+                revoked.append(text)
         if changed:
             self.model.rules_changed()
         if revoked:
-            self.revive([key.text() for key in revoked])
+            self.revive(revoked)
 
     # --- revival ----------------------------------------------------------------------------
 

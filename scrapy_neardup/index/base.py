@@ -152,9 +152,11 @@ class Store(Protocol):
         """Every rule: (its key's text, pairs of the same content, counter-examples, status)."""
         ...
 
-    def add_url_evidence(self, changes: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int, str]]:
-        """Add (same, differ) to rules' evidence at once; their totals and status, as every process
-        sharing the index made them."""
+    def add_url_evidence(
+        self, changes: dict[str, tuple[int, int]], adopt_at: int
+    ) -> dict[str, tuple[int, int, str, str]]:
+        """Add (same, differ) to rules' evidence and apply ``urls.next_status`` at once, for every
+        process sharing the index; each rule's totals, and its status before and after."""
         ...
 
     def set_url_rule(self, rule: str, status: str, at: float) -> None: ...

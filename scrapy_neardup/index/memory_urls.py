@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ..urls import next_status
+
 
 class MemoryUrls:
     """The URL rules' side of ``MemoryIndex``."""
@@ -16,12 +18,17 @@ class MemoryUrls:
     def url_rules(self) -> list[tuple[str, int, int, str]]:
         return [(rule, *row) for rule, row in self._url_state()["rules"].items()]
 
-    def add_url_evidence(self, changes: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int, str]]:
-        rules = self._url_state()["rules"]
+    def add_url_evidence(
+        self, changes: dict[str, tuple[int, int]], adopt_at: int
+    ) -> dict[str, tuple[int, int, str, str]]:
+        rules, totals = self._url_state()["rules"], {}
         for rule, (same, differ) in changes.items():
             old_same, old_differ, status = rules.get(rule, (0, 0, "learning"))
-            rules[rule] = (old_same + same, old_differ + differ, status)
-        return {rule: rules[rule] for rule in changes}
+            same, differ = old_same + same, old_differ + differ
+            new = next_status(status, same, differ, adopt_at)
+            rules[rule] = (same, differ, new)
+            totals[rule] = (same, differ, status, new)
+        return totals
 
     def set_url_rule(self, rule: str, status: str, at: float | None = None) -> None:
         rules = self._url_state()["rules"]

@@ -10,6 +10,24 @@ from .redis_connection import reply_text
 # The index's keys of the URL rules (removed with it): whole keys, and kinds of keys (``kind:...``).
 URL_KEYS = ("url_same", "url_differ", "url_status", "url_skip_next", "url_skip_ids")
 URL_KINDS = ("url_skip", "url_skip_rule")
+# urls.next_status, applied where the counts change: KEYS the same, differ and status hashes;
+# ARGV adopt_at, then rule, same, differ for each rule. Returns {same, differ, old, new} each.
+EVIDENCE = """
+local adopt_at, out = tonumber(ARGV[1]), {}
+for i = 2, #ARGV, 3 do
+  local rule = ARGV[i]
+  local same = redis.call('HINCRBY', KEYS[1], rule, ARGV[i + 1])
+  local differ = redis.call('HINCRBY', KEYS[2], rule, ARGV[i + 2])
+  local old = redis.call('HGET', KEYS[3], rule) or 'learning'
+  local new = old
+  if differ > 0 and old == 'adopted' then new = 'revoked'
+  elseif differ > 0 and old == 'learning' then new = 'refused'
+  elseif differ == 0 and old == 'learning' and same >= adopt_at then new = 'adopted' end
+  if new ~= old then redis.call('HSET', KEYS[3], rule, new) end
+  out[#out + 1] = {same, differ, old, new}
+end
+return out
+"""
 
 
 class RedisUrls:
@@ -33,17 +51,22 @@ class RedisUrls:
             for rule in same.keys() | differ.keys() | status.keys()
         ]
 
-    def add_url_evidence(self, changes: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int, str]]:
-        pipe = self.r.pipeline(transaction=True)
+    def add_url_evidence(
+        self, changes: dict[str, tuple[int, int]], adopt_at: int
+    ) -> dict[str, tuple[int, int, str, str]]:
+        """``next_status`` in a Lua script: the counts and the status change at once for every
+        crawler of the index."""
+        if self.__dict__.get("_evidence_script") is None:
+            self._evidence_script = self.r.register_script(EVIDENCE)
         rules = list(changes)
+        args: list[Any] = [adopt_at]
         for rule in rules:
-            pipe.hincrby(self.k("url_same"), rule, changes[rule][0])
-            pipe.hincrby(self.k("url_differ"), rule, changes[rule][1])
-            pipe.hget(self.k("url_status"), rule)
-        replies = pipe.execute()
+            args += [rule, changes[rule][0], changes[rule][1]]
+        keys = [self.k("url_same"), self.k("url_differ"), self.k("url_status")]
+        replies = self._evidence_script(keys=keys, args=args)
         return {
-            rule: (int(replies[3 * n]), int(replies[3 * n + 1]), reply_text(replies[3 * n + 2]) or "learning")
-            for n, rule in enumerate(rules)
+            rule: (int(same), int(differ), reply_text(old), reply_text(new))
+            for rule, (same, differ, old, new) in zip(rules, replies, strict=True)
         }
 
     def set_url_rule(self, rule: str, status: str, at: float | None = None) -> None:

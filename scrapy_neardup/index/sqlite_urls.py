@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 from typing import Any
+
+from ..urls import next_status
 
 URL_TABLES = """
 CREATE TABLE IF NOT EXISTS url_rules (
@@ -43,18 +46,31 @@ class SQLiteUrls:
         except sqlite3.OperationalError:  # a file made before rules were kept, opened to read
             return []
 
-    def add_url_evidence(self, changes: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int, str]]:
-        """Add (same, differ) to rules' evidence in one transaction; their totals and status, as
-        all processes made them."""
+    def add_url_evidence(
+        self, changes: dict[str, tuple[int, int]], adopt_at: int
+    ) -> dict[str, tuple[int, int, str, str]]:
+        """Add (same, differ) to rules' evidence and take their new status (``next_status``) in
+        one transaction; for each: its totals, as all processes made them, and its status
+        before and after."""
 
-        def work() -> dict[str, tuple[int, int, str]]:
+        def work() -> dict[str, tuple[int, int, str, str]]:
             self.db.executemany(
                 "INSERT INTO url_rules (rule, same, differ) VALUES (?, ?, ?) ON CONFLICT (rule) DO UPDATE "
                 "SET same = same + excluded.same, differ = differ + excluded.differ",
                 [(rule, same, differ) for rule, (same, differ) in changes.items()],
             )
-            query = "SELECT same, differ, status FROM url_rules WHERE rule = ?"
-            return {rule: tuple(self.db.execute(query, (rule,)).fetchone()) for rule in changes}
+            totals, now = {}, time.time()
+            for rule in changes:
+                same, differ, status = self.db.execute(
+                    "SELECT same, differ, status FROM url_rules WHERE rule = ?", (rule,)
+                ).fetchone()
+                new = next_status(status, same, differ, adopt_at)
+                if new != status:
+                    self.db.execute(
+                        "UPDATE url_rules SET status = ?, changed_at = ? WHERE rule = ?", (new, now, rule)
+                    )
+                totals[rule] = (same, differ, status, new)
+            return totals
 
         return self._write(work)
 
