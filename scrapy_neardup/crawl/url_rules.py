@@ -23,6 +23,11 @@ logger = logging.getLogger("scrapy_neardup")
 
 ADOPT_AT = adopt_after()  # pages of the same content that adopt a rule with no counter-example
 REFRESH = 100  # judged pages between two readings of the rules other crawlers of the index changed
+STATUS_STAT = {
+    "adopted": "neardup/urls/adopted",
+    "refused": "neardup/urls/refused",
+    "revoked": "neardup/urls/revoked",
+}
 # A request's meta: True fetches it whatever the rules say; the rules a fetched predicted copy checks.
 FETCH, CHECKS = "neardup_fetch", "_neardup_checks"
 
@@ -136,7 +141,7 @@ class UrlRules:
             rule.same, rule.differ, rule.status = same, differ, new
             if new == old:
                 continue
-            self.stats.inc_value(f"neardup/urls/{new}")
+            self.stats.inc_value(STATUS_STAT[new])
             (logger.debug if new == "refused" else logger.info)(
                 "scrapy-neardup: URL rule %s %s (%d pages of the same content, %d counter-examples)",
                 _named([key]), new, same, differ,
