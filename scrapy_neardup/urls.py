@@ -293,6 +293,13 @@ class UrlModel:
     def _adopted(self, key: RuleKey) -> bool:
         return key in self._in_force
 
+    def withdrawn(self) -> list[RuleKey]:
+        """The rules whose skipped requests must be fetched after all: the revoked ones, and the
+        adopted ones out of force because a host joined to theirs refuses or revokes them."""
+        return [
+            k for k, r in self.rules.items() if r.status == "revoked" or (r.adopted and not self._adopted(k))
+        ]  # fmt: skip
+
     def rules_changed(self) -> None:
         """Take the rules' new status in: the hosts adopted host rules join, the rules in force
         (adopted, and refused or revoked on no host joined to theirs), the fetched pages' forms."""

@@ -69,7 +69,7 @@ def test_the_model_finds_evidence_and_predicts_copies_by_adopted_rules():
     assert key in model.observe("http://x/a?id=2&utm_source=q", cluster=9).differ
 
 
-def test_a_rule_refused_on_a_host_joined_to_its_own_is_not_in_force():
+def test_a_rule_refused_on_a_host_joined_to_its_own_is_withdrawn():
     model = UrlModel()
     model.observe("http://x/a?id=1", cluster=1)
     view_x, view_y = (RuleKey(h, "", PARAM, "view") for h in ("http://x", "http://y"))
@@ -81,6 +81,7 @@ def test_a_rule_refused_on_a_host_joined_to_its_own_is_not_in_force():
     model.rules_changed()
     assert model.predict("http://x/a?id=1&view=full") is None  # y's pages say view matters
     assert model.predict("http://y/a?id=1") == ("http://x/a?id=1", [joined])
+    assert model.withdrawn() == [view_x]  # what it skipped while in force is fetched after all
 
 
 def test_explored_requests_are_a_twentieth_and_the_same_ones_each_time():
@@ -176,7 +177,8 @@ def test_a_rule_met_by_a_counter_example_is_revoked_and_its_requests_are_fetched
     assert "revoked" in rules(db)["param\tview"]
     with sqlite3.connect(db) as con:  # every request the rule skipped was scheduled again
         assert con.execute(
-            "SELECT COUNT(*) FROM url_skips WHERE revived = 0 AND url LIKE '%view=%'"
+            "SELECT COUNT(*) FROM url_skips JOIN url_skip_rules ON skip = url_skips.id"
+            " WHERE revived = 0 AND rule LIKE '%param	view'"
         ).fetchone() == (0,)
 
 

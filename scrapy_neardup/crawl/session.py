@@ -217,7 +217,7 @@ class CrawlSession:
 
     def spider_opened(self, spider: Any = None) -> None:
         if self.urls is not None:
-            self.urls.revive_revoked()  # what a crawl killed after revoking a rule had not yet
+            self.urls.revive_withdrawn()  # what a crawl killed after revoking a rule had not yet
 
     def spider_closed(self, spider: Any = None, reason: str = "finished") -> None:
         index = self.detector.index

@@ -47,6 +47,7 @@ class UrlRules:
         self.crawler = crawler
         self.model = UrlModel()
         self._judged = 0
+        self._withdrawn: set[str] = set()  # the rules withdrawn when their skips were last revived
 
     def start(self, forget: bool) -> None:
         """Read the rules the index holds (NEARDUP_URL_RULES_RESET forgets them first)."""
@@ -128,12 +129,12 @@ class UrlRules:
             )
         self._judged += 1
         if self._judged % REFRESH == 0 and self._read_rules():
-            self.revive_revoked()
+            self.revive_withdrawn()
 
     def _weigh(self, totals: dict[str, tuple[int, int, str, str]]) -> None:
         """Take in the rules' totals and the status the index gave them: count and log the rules
-        adopted, refused or revoked, and schedule again what the revoked ones skipped."""
-        changed, revoked = False, []
+        adopted, refused or revoked, and schedule again what the rules withdrawn skipped."""
+        changed = False
         for text, (same, differ, old, new) in totals.items():
             key = RuleKey.parse(text)
             rule = self.model.rules.setdefault(key, Rule(key))
@@ -146,28 +147,26 @@ class UrlRules:
                 "scrapy-neardup: URL rule %s %s (%d pages of the same content, %d counter-examples)",
                 _named([key]), new, same, differ,
             )  # fmt: skip
-            if new == "revoked":
-                revoked.append(text)
         if changed:
             self.model.rules_changed()
-        if revoked:
-            self.revive(revoked)
+            self.revive_withdrawn()
 
     # --- revival ----------------------------------------------------------------------------
 
-    def revive_revoked(self) -> None:
-        """Schedule again what revoked rules skipped (another crawler revoked them, or this crawl
-        was killed before it could)."""
-        revoked = [key.text() for key, rule in self.model.rules.items() if rule.status == "revoked"]
-        if revoked:
-            self.revive(revoked)
+    def revive_withdrawn(self) -> None:
+        """Schedule again what withdrawn rules skipped (this crawl withdrew them, another crawler
+        did, or this crawl was killed before it could)."""
+        withdrawn = {key.text() for key in self.model.withdrawn()}
+        if withdrawn != self._withdrawn and self.revive(sorted(withdrawn)):
+            self._withdrawn = withdrawn
 
-    def revive(self, rules: list[str]) -> None:
-        """Schedule again, with their callbacks and meta, the requests these rules skipped."""
+    def revive(self, rules: list[str]) -> bool:
+        """Schedule again, with their callbacks and meta, the requests these rules skipped;
+        whether it could (not before the crawl's start)."""
         engine = getattr(self.crawler, "engine", None)
         spider = getattr(self.crawler, "spider", None)
         if engine is None or spider is None:
-            return  # not crawling yet: the crawl's start does it
+            return False
         revived = []
         for skip, kept in self.index.url_skips(rules):
             try:
@@ -181,6 +180,7 @@ class UrlRules:
         if revived:
             self.index.url_revived(revived)
             self.stats.inc_value("neardup/urls/revived", len(revived))
+        return True
 
 
 def _named(keys: list[RuleKey]) -> str:
