@@ -2,6 +2,8 @@
 
     python benchmarks/bench_urls.py [--repeat 3] [--configs A,B] [--view-every 4] [--scenarios]
 
+Needs the ``bench`` extra (``pip install -e '.[bench]'``: MaybeDont, scrapy-redis).
+
 The site is tests/url_site.py over the 181 real aeb pages (../shared/data/aeb), each in its
 own page's template, served on 127.0.0.1: each article under nine URLs (tracking and session
 parameters, a referrer tag, print and AMP views, the host name ``localhost``, ``view=full``,
