@@ -205,12 +205,23 @@ def clusters(db: Path) -> set[frozenset[str]]:
     return {frozenset(g) for g in groups.values()}
 
 
-def dropped_by_truth(site: Path, dropped: list[str]) -> dict[str, int]:
-    """The items a crawl of the news site dropped: copies (``truth.json``) and anything else."""
+def dropped_by_truth(site: Path, db: Path, dropped: list[str]) -> dict[str, int]:
+    """The items a crawl of the news site dropped, by whether the page and the one it was dropped
+    for are one page by ``truth.json`` (a URL's query aside: the site's server ignores it, so
+    an article's own links with a query, such as ``?p=2``, serve its bytes again)."""
     copies = json.loads((site / "truth.json").read_text())
+
+    def page(url: str) -> str:
+        path = "/" + url.split("/", 3)[3]
+        return copies.get(path) or copies.get(path.split("?")[0], path.split("?")[0])
+
+    with sqlite3.connect(db) as con:
+        of = dict(
+            con.execute("SELECT d.url, o.url FROM documents d JOIN documents o ON o.id = d.duplicate_of")
+        )
     counts = {"duplicate": 0, "ambiguous": 0, "distinct": 0}
     for url in dropped:
-        counts["duplicate" if "/" + url.split("/", 3)[3] in copies else "distinct"] += 1
+        counts["duplicate" if url in of and page(url) == page(of[url]) else "distinct"] += 1
     return counts
 
 
@@ -341,7 +352,7 @@ def main() -> None:
                         if (args.site / "labels.jsonl").exists():
                             labelled[name] = dropped_by_label(args.site, db, result["dropped"])
                         elif (args.site / "truth.json").exists():
-                            labelled[name] = dropped_by_truth(args.site, result["dropped"])
+                            labelled[name] = dropped_by_truth(args.site, db, result["dropped"])
         # The add-on's own steps, timed alone on the site's pages (the same hour as the crawls).
         steps: dict[str, dict[str, float]] = {}
         for name in names:

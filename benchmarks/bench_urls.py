@@ -28,6 +28,7 @@ import json
 import random
 import shutil
 import signal
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -197,7 +198,22 @@ def run(site: Site, settings: dict, work: Path) -> dict:
         "crawl",
     )
     result["parsed"] = (work / "parsed.txt").read_text().split()
+    result["rules"] = rules_of(work / "index.sqlite")
     return result
+
+
+def rules_of(db: Path) -> dict[str, list[str]]:
+    """The rules an index holds that were decided, by status, named without their host."""
+    if not db.exists():
+        return {}
+    with sqlite3.connect(db) as con:
+        rows = con.execute("SELECT rule, status FROM url_rules WHERE status != 'learning' ORDER BY rule")
+        decided: dict[str, set[str]] = {}
+        for rule, status in rows:
+            _, section, kind, name = rule.split("\t")
+            name = "hosts" if kind == "host" else f"{kind} {name}" + (f" under /{section}" if section else "")
+            decided.setdefault(status, set()).add(name)
+    return {status: sorted(names) for status, names in decided.items()}
 
 
 def table(site: Site, args: argparse.Namespace, names: list[str], tmp: Path) -> None:
@@ -212,6 +228,11 @@ def table(site: Site, args: argparse.Namespace, names: list[str], tmp: Path) -> 
                 f"{len(site.truth)} pages, {result['seconds']:.1f} s {result['urls']}",
                 flush=True,
             )
+            for status in ("adopted", "revoked"):
+                if result["rules"].get(status):
+                    print(f"    {status}: {', '.join(result['rules'][status])}")
+            if len(result["fetched"]) < len(site.truth):
+                print(f"    never fetched: {sorted(site.truth - result['fetched'])}")
     print(f"\n{len(site.truth)} distinct pages, {args.repeat} rounds (medians)")
     without = results.get("without")
     dup_without = statistics.median(r["responses"] - len(r["fetched"]) for r in without) if without else None
