@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import pickle
 import sqlite3
 import threading
@@ -253,3 +254,29 @@ def test_a_counter_example_of_adopted_rules_spares_those_the_page_shows_harmless
     other.observe("http://x/a?id=1", cluster=1)
     other.observe("http://x/a?id=1&sid=z", cluster=1)
     assert set(other.observe("http://x/a?id=1&view=full&sid=q", cluster=2).differ) == {view}
+
+
+def test_an_index_failure_costs_the_evidence_never_the_page(tmp_path, caplog):
+    """The index gone under a crawl (closed here; a full disk or Redis down alike): learning
+    says so once and returns, so the page it came with goes on to the spider."""
+    from scrapy.http import HtmlResponse, Request
+    from scrapy.utils.test import get_crawler
+
+    from scrapy_neardup import DedupConfig
+    from scrapy_neardup.crawl.url_rules import UrlRules
+    from scrapy_neardup.index import SQLiteIndex, Verdict
+
+    caplog.set_level(logging.DEBUG, logger="scrapy_neardup")
+    index = SQLiteIndex(tmp_path / "gone.sqlite", DedupConfig())
+    rules = UrlRules(index, get_crawler().stats)
+    rules.start(forget=False)
+    index.close()
+    for n in range(3):  # each article, then its tracking-parameter copy: evidence for a rule
+        for url, verdict in (
+            (f"http://x/a?id={n}", Verdict(f"http://x/a?id={n}", n + 1, False)),
+            (f"http://x/a?id={n}&utm_source=mail", Verdict("", n + 10, True, duplicate_of=n + 1)),
+        ):
+            request = Request(url)
+            rules.learn(request, HtmlResponse(url, request=request), verdict)
+    said = [r.levelname for r in caplog.records if "could not record" in r.getMessage()]
+    assert said == ["WARNING"] + ["DEBUG"] * 4  # the first page teaches nothing yet

@@ -16,6 +16,7 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Request, Response
 from scrapy.utils.request import request_from_dict
 
+from ..exceptions import one_line
 from ..index import Store, Verdict
 from ..urls import EXPLORE, Rule, RuleKey, UrlModel, adopt_after, explored
 
@@ -43,6 +44,7 @@ class UrlRules:
         self.explore = explore
         self.debug = debug  # log every skipped request, not only the first
         self._logged = False
+        self._failed = False  # an index failure was said
         self.stats = stats
         self.crawler = crawler
         self.model = UrlModel()
@@ -105,9 +107,20 @@ class UrlRules:
 
     def learn(self, request: Request, response: Response, verdict: Verdict) -> None:
         """Add a judged page's evidence: its URLs (as requested, and after redirects) and what
-        its content is a copy of."""
+        its content is a copy of. A failure of the index (a full disk, Redis gone) costs the
+        evidence, never the page: said once, the rules learn on when it is back."""
         if not verdict.judged or verdict.doc_id is None:
             return
+        try:
+            self._learn(request, response, verdict)
+        except Exception as exc:
+            (logger.debug if self._failed else logger.warning)(
+                "scrapy-neardup: URL rules could not record what %s teaches (%s); the page goes on",
+                response.url, one_line(f"{type(exc).__name__}: {exc}"),
+            )  # fmt: skip
+            self._failed = True
+
+    def _learn(self, request: Request, response: Response, verdict: Verdict) -> None:
         cluster: int | None = verdict.duplicate_of if verdict.duplicate_of is not None else verdict.doc_id
         if verdict.revisit == "unchanged":
             cluster = None  # the same as its own earlier version says nothing of other pages
