@@ -6,7 +6,7 @@ import logging
 from collections.abc import AsyncIterable, AsyncIterator, Iterable
 from typing import TYPE_CHECKING, Any
 
-from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse, Request, Response
 
 from ..detector import Arrival
@@ -52,8 +52,6 @@ class NearDupDownloaderMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> NearDupDownloaderMiddleware:
-        if not crawler.settings.getbool("NEARDUP_ENABLED"):
-            raise NotConfigured("NEARDUP_ENABLED is off")
         return cls(CrawlSession.for_crawler(crawler))
 
     def process_request(self, request: Request, spider: Any = None) -> None:
@@ -120,8 +118,6 @@ class NearDupSpiderMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> NearDupSpiderMiddleware:
-        if not crawler.settings.getbool("NEARDUP_ENABLED"):
-            raise NotConfigured("NEARDUP_ENABLED is off")
         return cls(CrawlSession.for_crawler(crawler))
 
     def process_spider_output(

@@ -6,7 +6,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter
-from scrapy.exceptions import DropItem, NotConfigured
+from scrapy.exceptions import DropItem
 
 from ..detector import Arrival
 from ..index import Verdict
@@ -60,8 +60,6 @@ class NearDupPipeline:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> NearDupPipeline:
-        if not crawler.settings.getbool("NEARDUP_ENABLED"):
-            raise NotConfigured("NEARDUP_ENABLED is off")
         return cls(CrawlSession.for_crawler(crawler))
 
     async def process_item(self, item: Any, spider: Any = None) -> Any:

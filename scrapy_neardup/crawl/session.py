@@ -16,6 +16,7 @@ from typing import Any
 
 from scrapy import signals
 from scrapy.crawler import Crawler
+from scrapy.exceptions import NotConfigured
 from scrapy.statscollectors import StatsCollector
 
 from ..config import DedupConfig
@@ -67,7 +68,10 @@ class CrawlSession:
 
     @classmethod
     def for_crawler(cls, crawler: Crawler) -> CrawlSession:
-        """The crawl's session, created (and the index opened) by the first component that asks."""
+        """The crawl's session, created (and the index opened) by the first component that asks;
+        NotConfigured, so that Scrapy leaves the component out, when NEARDUP_ENABLED is off."""
+        if not crawler.settings.getbool("NEARDUP_ENABLED"):
+            raise NotConfigured("NEARDUP_ENABLED is off")
         session = getattr(crawler, _ATTRIBUTE, None)
         if session is None:
             try:
