@@ -280,3 +280,25 @@ def test_an_index_failure_costs_the_evidence_never_the_page(tmp_path, caplog):
             rules.learn(request, HtmlResponse(url, request=request), verdict)
     said = [r.levelname for r in caplog.records if "could not record" in r.getMessage()]
     assert said == ["WARNING"] + ["DEBUG"] * 4  # the first page teaches nothing yet
+
+
+def test_an_index_failure_at_the_start_leaves_the_skipped_requests_for_later(tmp_path, caplog):
+    """Reviving what a withdrawn rule skipped when the index is gone: one warning, no traceback
+    from the spider_opened handler, and the requests stay in the index for the next try."""
+    from scrapy.utils.test import get_crawler
+
+    from scrapy_neardup import DedupConfig
+    from scrapy_neardup.crawl.url_rules import UrlRules
+    from scrapy_neardup.index import SQLiteIndex
+
+    db = tmp_path / "gone.sqlite"
+    seeded_index(db, {"http://x\t\tparam\tview": "revoked"})
+    index = SQLiteIndex(db, DedupConfig())
+    crawler = get_crawler()
+    crawler.engine, crawler.spider = object(), object()  # crawling, as far as revive can tell
+    rules = UrlRules(index, crawler.stats, crawler)
+    rules.start(forget=False)
+    index.close()
+    rules.revive_withdrawn()
+    said = [r.levelname for r in caplog.records if "could not schedule again" in r.getMessage()]
+    assert said == ["WARNING"] and rules._withdrawn == set()

@@ -170,8 +170,14 @@ class UrlRules:
         """Schedule again what withdrawn rules skipped (this crawl withdrew them, another crawler
         did, or this crawl was killed before it could)."""
         withdrawn = {key.text() for key in self.model.withdrawn()}
-        if withdrawn != self._withdrawn and self.revive(sorted(withdrawn)):
-            self._withdrawn = withdrawn
+        try:
+            if withdrawn != self._withdrawn and self.revive(sorted(withdrawn)):
+                self._withdrawn = withdrawn
+        except Exception as exc:  # the index failed: the requests wait there for the next try
+            logger.warning(
+                "scrapy-neardup: could not schedule again what withdrawn URL rules skipped (%s); "
+                "tried again when the rules next change", one_line(f"{type(exc).__name__}: {exc}"),
+            )  # fmt: skip
 
     def revive(self, rules: list[str]) -> bool:
         """Schedule again, with their callbacks and meta, the requests these rules skipped;
