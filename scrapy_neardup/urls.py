@@ -199,13 +199,14 @@ class UrlModel:
         """Add a page this crawl fetched and judged (``cluster``: the id of its content's first
         page; None when its verdict says nothing of other pages, as for a revisit found
         unchanged) and return what it teaches."""
-        form = Form.of(url)
-        if form is None or url in self._fetched_urls:
+        form = None if url in self._fetched_urls else Form.of(url)
+        if form is None:
             return Evidence()
         evidence = Evidence()
         if cluster is not None:
-            evidence = self._evidence(form, cluster)
-            for key in _reduced_keys(form):
+            keys = list(_reduced_keys(form))
+            evidence = self._evidence(form, cluster, keys)
+            for key in keys:
                 near = self._near.setdefault(key, [])
                 if len(near) < MAX_NEAR:
                     near.append((form, cluster))
@@ -229,12 +230,12 @@ class UrlModel:
         if self._fetched.get(rewritten) == url:
             del self._fetched[rewritten]
 
-    def _evidence(self, form: Form, cluster: int) -> Evidence:
+    def _evidence(self, form: Form, cluster: int, keys: list[tuple]) -> Evidence:
         """The rules the pages near ``form`` support (each learning rule once a content cluster)
         or contradict: a pair of other content that differs by one element not known harmless,
         or by adopted rules only. Those are each blamed, but for the ones that a pair of either
         page's own content differs by (that element changed neither page)."""
-        evidence, pairs = Evidence(), self._pairs(form)
+        evidence, pairs = Evidence(), self._pairs(form, keys)
         harmless = {k for keys, _, other_cluster in pairs if other_cluster == cluster for k in keys}
         for keys, other, other_cluster in pairs:
             if other_cluster == cluster:
@@ -245,16 +246,19 @@ class UrlModel:
                 evidence.differ += unknown
             elif not unknown:
                 spared = harmless | {
-                    k for other_keys, _, c in self._pairs(other) if c == other_cluster for k in other_keys
+                    k
+                    for other_keys, _, c in self._pairs(other, list(_reduced_keys(other)))
+                    if c == other_cluster
+                    for k in other_keys
                 }
                 evidence.differ += [k for k in keys if k not in spared] or keys
         return evidence
 
-    def _pairs(self, form: Form) -> list[tuple[list[RuleKey], Form, int]]:
-        """The pages near ``form`` whose URLs differ from its own in one kind of way: the rules
-        the difference is about, the page, its cluster."""
+    def _pairs(self, form: Form, keys: list[tuple]) -> list[tuple[list[RuleKey], Form, int]]:
+        """The pages near ``form`` (found by its ``keys``) whose URLs differ from its own in one
+        kind of way: the rules the difference is about, the page, its cluster."""
         pairs, seen = [], set()
-        for key in _reduced_keys(form):
+        for key in keys:
             for other, other_cluster in self._near.get(key, ()):
                 if other == form or other in seen:
                     continue
@@ -333,8 +337,8 @@ class UrlModel:
     def predict(self, url: str) -> tuple[str, list[RuleKey]] | None:
         """The URL of a page this crawl fetched that ``url`` is a copy of by the adopted rules,
         with the rules used; None when it is not one (or is that page itself)."""
-        form = Form.of(url)
-        if form is None or url in self._fetched_urls:
+        form = None if url in self._fetched_urls or not self._in_force else Form.of(url)
+        if form is None:  # fetched, or no rule in force: nothing to predict by
             return None
         rewritten, used = self._rewrite(form)
         target = self._fetched.get(rewritten)

@@ -61,12 +61,16 @@ class UrlRules:
         """Take the rules' status from the index; whether any changed."""
         changed = False
         for text, same, differ, status in self.index.url_rules():
-            key = RuleKey.parse(text)
-            rule = self.model.rules.setdefault(key, Rule(key))
-            changed |= rule.status != status
-            rule.same, rule.differ, rule.status = same, differ, status
+            changed |= self._take(RuleKey.parse(text), same, differ, status)
         if changed:
             self.model.rules_changed()
+        return changed
+
+    def _take(self, key: RuleKey, same: int, differ: int, status: str) -> bool:
+        """Take a rule's totals and status from the index; whether its status changed."""
+        rule = self.model.rules.setdefault(key, Rule(key))
+        changed = rule.status != status
+        rule.same, rule.differ, rule.status = same, differ, status
         return changed
 
     # --- before the download ---------------------------------------------------------------
@@ -137,22 +141,20 @@ class UrlRules:
             for text in checks[1]:
                 changes.setdefault(RuleKey.parse(text), [0, 0])[1] += 1
         if changes:
-            self._weigh(
-                self.index.add_url_evidence({k.text(): tuple(v) for k, v in changes.items()}, ADOPT_AT)
-            )
+            texts = {key.text(): key for key in changes}
+            evidence = {text: (changes[key][0], changes[key][1]) for text, key in texts.items()}
+            totals = self.index.add_url_evidence(evidence, ADOPT_AT)
+            self._weigh({texts[text]: total for text, total in totals.items()})
         self._judged += 1
         if self._judged % REFRESH == 0 and self._read_rules():
             self.revive_withdrawn()
 
-    def _weigh(self, totals: dict[str, tuple[int, int, str, str]]) -> None:
+    def _weigh(self, totals: dict[RuleKey, tuple[int, int, str, str]]) -> None:
         """Take in the rules' totals and the status the index gave them: count and log the rules
         adopted, refused or revoked, and schedule again what the rules withdrawn skipped."""
         changed = False
-        for text, (same, differ, old, new) in totals.items():
-            key = RuleKey.parse(text)
-            rule = self.model.rules.setdefault(key, Rule(key))
-            changed |= rule.status != new
-            rule.same, rule.differ, rule.status = same, differ, new
+        for key, (same, differ, old, new) in totals.items():
+            changed |= self._take(key, same, differ, new)
             if new == old:
                 continue
             self.stats.inc_value(STATUS_STAT[new])
