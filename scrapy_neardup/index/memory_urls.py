@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from ..urls import next_status
@@ -37,9 +36,7 @@ class MemoryUrls:
 
     def add_url_skip(self, rules: list[str], url: str, target: str, request: bytes) -> None:
         state = self._url_state()
-        state["skips"].append(
-            {"url": url, "target": target, "request": request, "revived": False, "at": time.time()}
-        )
+        state["skips"].append({"url": url, "target": target, "request": request, "revived": False})
         state["skip_rules"] += [(rule, len(state["skips"]) - 1) for rule in rules]
 
     def url_skips(self, rules: list[str]) -> list[tuple[int, bytes]]:

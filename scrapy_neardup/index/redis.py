@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import re
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -37,7 +36,7 @@ from .codecs import row_fingerprint, unsigned
 from .lookup_keys import lookup_keys, raw_key
 from .pruning import SpotClasses
 from .records import earlier_of, stored_row, verdict_of
-from .redis_connection import RedisConnection, reply_int, reply_text, safe_url, unreachable
+from .redis_connection import RedisConnection, reply_int, reply_text, safe_url, unlink_keys, unreachable
 from .redis_reading import RedisReading
 from .redis_runs import RedisRuns
 from .redis_spots import RedisSpots
@@ -64,10 +63,6 @@ OWN_KEYS = (
     "spotted", "classes", "df", "imatch_docs", *URL_KEYS,
 )  # fmt: skip
 OWN_KINDS = ("doc", "lk", "sl", "url", "src", "text", "run", *URL_KINDS)
-
-
-def _glob_escape(key: bytes) -> bytes:
-    return re.sub(rb"([*?\[\]\\])", rb"\\\1", key)
 
 
 # What the exact bounds read of each candidate before its signatures (``bounds``).
@@ -421,13 +416,7 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns, RedisUrls
 
     def remove(self) -> int:
         """Delete this index's own keys (NEARDUP_RESET), nothing else under the prefix; the number."""
-        keys = [self.k(name) for name in OWN_KEYS]
-        for kind in OWN_KINDS:
-            keys += self.r.scan_iter(match=_glob_escape(self.k(kind)) + b":*", count=1000)
-        removed = 0
-        for start in range(0, len(keys), 1000):
-            removed += self.r.unlink(*keys[start : start + 1000])
-        return removed
+        return unlink_keys(self.r, [self.k(name) for name in OWN_KEYS], [self.k(kind) for kind in OWN_KINDS])
 
     def close(self) -> None:
         with contextlib.suppress(Exception):

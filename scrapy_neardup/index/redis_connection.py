@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -34,6 +35,15 @@ def reply_int(value: bytes | None) -> int | None:
 
 def reply_text(value: bytes | None) -> str | None:
     return value.decode("utf-8", "surrogatepass") if value not in (None, b"") else None
+
+
+def unlink_keys(r: Any, keys: list[bytes], kinds: list[bytes]) -> int:
+    """Delete ``keys`` and every ``<kind>:*`` key of ``kinds`` (a kind's own glob characters
+    escaped), a thousand at a time; how many there were."""
+    found = list(keys)
+    for kind in kinds:
+        found += r.scan_iter(match=re.sub(rb"([*?\[\]\\])", rb"\\\1", kind) + b":*", count=1000)
+    return sum(r.unlink(*found[start : start + 1000]) for start in range(0, len(found), 1000))
 
 
 def unreachable(exc: Exception) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .redis_connection import reply_text
+from .redis_connection import reply_text, unlink_keys
 
 # The index's keys of the URL rules (removed with it): whole keys, and kinds of keys (``kind:...``).
 URL_KEYS = ("url_same", "url_differ", "url_status", "url_skip_next", "url_skip_ids")
@@ -111,8 +111,4 @@ class RedisUrls:
         return counts
 
     def forget_url_rules(self) -> None:
-        keys = [self.k(name) for name in URL_KEYS]
-        for kind in URL_KINDS:
-            keys += list(self.r.scan_iter(match=self.k(kind).replace(b"*", b"\\*") + b":*", count=1000))
-        if keys:
-            self.r.unlink(*keys)
+        unlink_keys(self.r, [self.k(name) for name in URL_KEYS], [self.k(kind) for kind in URL_KINDS])

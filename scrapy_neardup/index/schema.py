@@ -88,11 +88,17 @@ CREATE VIEW duplicates AS
 """
 
 
-def create(db: sqlite3.Connection, config: DedupConfig, simhash_keys: bool) -> None:
-    """Create the schema inside the caller's transaction (executescript would commit it)."""
-    for statement in SCHEMA.split(";"):
+def execute_statements(db: sqlite3.Connection, sql: str) -> None:
+    """Run the statements of ``sql`` inside the caller's transaction (executescript would
+    commit it)."""
+    for statement in sql.split(";"):
         if statement.strip():
             db.execute(statement)
+
+
+def create(db: sqlite3.Connection, config: DedupConfig, simhash_keys: bool) -> None:
+    """Create the schema inside the caller's transaction."""
+    execute_statements(db, SCHEMA)
     db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     db.executemany("INSERT OR IGNORE INTO meta VALUES (?, ?)", meta_rows(config, simhash_keys))
 

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from ..urls import next_status
+from . import schema
 
 URL_TABLES = """
 CREATE TABLE IF NOT EXISTS url_rules (
@@ -26,9 +27,7 @@ CREATE TABLE IF NOT EXISTS url_skip_rules (
 
 def create_url_tables(db: sqlite3.Connection) -> None:
     """Make the tables (inside the caller's transaction), in a new file or one made without them."""
-    for statement in URL_TABLES.split(";"):
-        if statement.strip():
-            db.execute(statement)
+    schema.execute_statements(db, URL_TABLES)
 
 
 class SQLiteUrls:
