@@ -18,6 +18,7 @@ fetches to keep checking the rules that predicted it. This module is pure: the c
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -61,7 +62,7 @@ class Form:
         if not parts.netloc:
             return None
         segments = tuple(s for s in parts.path.split("/") if s)
-        params = tuple(sorted(parse_qsl(parts.query, keep_blank_values=True)))
+        params = tuple(sorted(parse_qsl(parts.query, keep_blank_values=True, errors="surrogateescape")))
         return cls(f"{parts.scheme.lower()}://{parts.netloc.lower()}", segments, params)
 
     def names(self) -> frozenset[str]:
@@ -83,12 +84,46 @@ class RuleKey:
     name: str
 
     def text(self) -> str:
-        return "\t".join((self.host, self.section, self.kind, self.name))
+        """The key as stored: a JSON array in ASCII, so that any character of a URL (a tab, a
+        newline, NUL, an undecodable byte kept as a surrogate) reads back exactly."""
+        return json.dumps([self.host, self.section, self.kind, self.name])
 
     @classmethod
-    def parse(cls, text: str) -> RuleKey:
-        host, section, kind, name = text.split("\t")
-        return cls(host, section, kind, name)
+    def parse(cls, text: object) -> RuleKey:
+        """The key ``text`` wrote; ``ValueError`` for anything else."""
+        if isinstance(text, bytes):
+            text = text.decode("utf-8", "surrogateescape")
+        try:
+            parts = json.loads(text) if isinstance(text, str) else None
+        except (ValueError, RecursionError):
+            parts = None
+        if not (isinstance(parts, list) and len(parts) == 4 and all(isinstance(p, str) for p in parts)):
+            raise ValueError(f"not a URL rule's key: {str(text)[:80]!r}")
+        if parts[2] not in (PARAM, SEGMENT, HOST):
+            raise ValueError(f"not a kind of URL rule: {parts[2][:40]!r}")
+        return cls(*parts)
+
+
+STATUSES = ("learning", "adopted", "refused", "revoked")
+
+
+def read_rule(row: tuple) -> tuple[RuleKey, int, int, str]:
+    """A rule as an index stored it, (key text, same, differ, status), checked: ``ValueError``
+    saying what is wrong with a row that was not written by the rules."""
+    text, same, differ, status = row
+    key = RuleKey.parse(text)
+    if isinstance(status, bytes):
+        status = status.decode("ascii", "replace")
+    if status not in STATUSES:
+        raise ValueError(f"not a rule's status: {str(status)[:40]!r}")
+    counts = []
+    for count in (same, differ):
+        if isinstance(count, bytes | str) and count.strip().isdigit():
+            count = int(count)
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise ValueError(f"not a count of pages: {str(count)[:40]!r}")
+        counts.append(count)
+    return key, counts[0], counts[1], status
 
 
 def adopt_after(max_error: float = MAX_ERROR, confidence: float = CONFIDENCE) -> int:

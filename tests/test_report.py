@@ -39,6 +39,7 @@ from scrapy_neardup.report.clusters import (
 )
 from scrapy_neardup.report.csv_report import COLUMNS, cell
 from scrapy_neardup.report.html_report import LEFT_OUT, NO_TEXT, script_json, write_html
+from scrapy_neardup.urls import RuleKey
 
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "test-artifacts"
@@ -521,7 +522,7 @@ def test_html_report_in_chromium_runs_no_payload(tmp_path, browser, articles):
             f"https://<svg onload={_payload('rule-host')}>",
             f"<img src=x onerror={_payload('rule-name')}>",
         )
-        rule = "\t".join((host, "", "param", name))
+        rule = RuleKey(host, "", "param", name).text()
         index.add_url_evidence({rule: (40, 0)}, 29)
         index.set_url_rule(rule, "adopted", 0.0)
         index.add_url_skip([rule], f"{host}/a?{name}=1", f"{host}/a", b"kept")

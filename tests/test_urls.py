@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import pickle
 import sqlite3
 import threading
 import uuid
@@ -18,6 +17,7 @@ from crawling import ADDON, crawl
 from url_site import handler, page_of, pages, synthetic
 
 from scrapy_neardup import urls
+from scrapy_neardup.crawl import kept_requests
 from scrapy_neardup.report import write_report
 from scrapy_neardup.urls import HOST, PARAM, SEGMENT, Form, Rule, RuleKey, UrlModel, difference, explored
 
@@ -119,7 +119,8 @@ def rules(db) -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
     with sqlite3.connect(db) as con:
         for rule, status in con.execute("SELECT rule, status FROM url_rules"):
-            found.setdefault(rule.split("\t", 2)[2], set()).add(status)
+            key = RuleKey.parse(rule)
+            found.setdefault(f"{key.kind}\t{key.name}", set()).add(status)
     return found
 
 
@@ -170,7 +171,7 @@ def test_a_rule_met_by_a_counter_example_is_revoked_and_its_requests_are_fetched
     }  # fmt: skip
     with url_site(COUNT) as base:
         other = base.replace("127.0.0.1", "localhost")
-        seeded_index(db, {f"{host}\t\tparam\tview": "adopted" for host in (base, other)})
+        seeded_index(db, {RuleKey(host, "", PARAM, "view").text(): "adopted" for host in (base, other)})
         result = crawl(tmp_path, [base + "/list?page=0"], settings)
     assert fetched(result) == pages(COUNT)
     stats = result["stats"]
@@ -179,7 +180,7 @@ def test_a_rule_met_by_a_counter_example_is_revoked_and_its_requests_are_fetched
     with sqlite3.connect(db) as con:  # every request the rule skipped was scheduled again
         assert con.execute(
             "SELECT COUNT(*) FROM url_skips JOIN url_skip_rules ON skip = url_skips.id"
-            " WHERE revived = 0 AND rule LIKE '%param	view'"
+            " WHERE revived = 0 AND rule LIKE '%\"param\", \"view\"]'"
         ).fetchone() == (0,)
 
 
@@ -188,14 +189,15 @@ def test_requests_a_revoked_rule_skipped_before_a_kill_are_fetched_by_the_resume
 
     db = tmp_path / "resume.sqlite"
     with url_site(COUNT) as base:
-        seeded_index(db, {f"{base}\t\tparam\tcustom": "revoked"})
-        kept = pickle.dumps(Request(base + "/a?id=5&custom=x", meta={"note": "kept"}).to_dict(), protocol=4)
+        rule = RuleKey(base, "", PARAM, "custom").text()
+        seeded_index(db, {rule: "revoked"})
+        kept = kept_requests.keep(Request(base + "/a?id=5&custom=x", meta={"note": "kept"}), None)
         from scrapy_neardup import DedupConfig
         from scrapy_neardup.index import SQLiteIndex
 
         with SQLiteIndex(db, DedupConfig()) as index:
             index.add_url_skip(
-                [f"{base}\t\tparam\tcustom"], base + "/a?id=5&custom=x", base + "/a?id=5", kept
+                [rule], base + "/a?id=5&custom=x", base + "/a?id=5", kept
             )
         settings = {**ADDON, "NEARDUP_DB": str(db), "NEARDUP_WORKERS": 0}
         result = crawl(tmp_path, [base + "/a?id=7"], settings)
@@ -292,7 +294,7 @@ def test_an_index_failure_at_the_start_leaves_the_skipped_requests_for_later(tmp
     from scrapy_neardup.index import SQLiteIndex
 
     db = tmp_path / "gone.sqlite"
-    seeded_index(db, {"http://x\t\tparam\tview": "revoked"})
+    seeded_index(db, {RuleKey("http://x", "", PARAM, "view").text(): "revoked"})
     index = SQLiteIndex(db, DedupConfig())
     crawler = get_crawler()
     crawler.engine, crawler.spider = object(), object()  # crawling, as far as revive can tell

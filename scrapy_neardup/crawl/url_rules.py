@@ -9,16 +9,15 @@ scheduled again with its callback and meta, by this crawl or, after a kill, the 
 from __future__ import annotations
 
 import logging
-import pickle
 from typing import Any
 
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Request, Response
-from scrapy.utils.request import request_from_dict
 
 from ..exceptions import one_line
 from ..index import Store, Verdict
-from ..urls import EXPLORE, Rule, RuleKey, UrlModel, adopt_after, explored
+from ..urls import EXPLORE, Rule, RuleKey, UrlModel, adopt_after, explored, read_rule
+from . import kept_requests
 
 logger = logging.getLogger("scrapy_neardup")
 
@@ -50,6 +49,7 @@ class UrlRules:
         self.model = UrlModel()
         self._judged = 0
         self._withdrawn: set[str] = set()  # the rules withdrawn when their skips were last revived
+        self._unread_said = False  # unreadable rules were said
 
     def start(self, forget: bool) -> None:
         """Read the rules the index holds (NEARDUP_URL_RULES_RESET forgets them first)."""
@@ -59,9 +59,20 @@ class UrlRules:
 
     def _read_rules(self) -> bool:
         """Take the rules' status from the index; whether any changed."""
-        changed = False
-        for text, same, differ, status in self.index.url_rules():
-            changed |= self._take(RuleKey.parse(text), same, differ, status)
+        changed, unread = False, []
+        for row in self.index.url_rules():
+            try:
+                key, same, differ, status = read_rule(row)
+            except (ValueError, TypeError) as exc:
+                unread.append(str(exc))
+                continue
+            changed |= self._take(key, same, differ, status)
+        if unread and not self._unread_said:
+            logger.warning(
+                "scrapy-neardup: %d URL rules of index %s could not be read and are left out (%s)",
+                len(unread), getattr(self.index, "path", ""), one_line(unread[0]),
+            )  # fmt: skip
+            self._unread_said = True
         if changed:
             self.model.rules_changed()
         return changed
@@ -91,10 +102,13 @@ class UrlRules:
             request.meta[CHECKS] = (target, [key.text() for key in keys])
             self.stats.inc_value("neardup/urls/explored")
             return
+        kept = kept_requests.keep(request, spider)
+        if kept is None:  # a callback no spider method, meta that is not plain data: fetched
+            self.stats.inc_value("neardup/urls/not_kept")
+            return
         try:
-            kept = pickle.dumps(request.to_dict(spider=spider), protocol=4)
             self.index.add_url_skip([key.text() for key in keys], request.url, target, kept)
-        except Exception as exc:  # a callback no spider method, meta that cannot be kept, a full disk
+        except Exception as exc:  # a full disk, Redis gone
             logger.debug(
                 "scrapy-neardup: fetching %s, a predicted copy that cannot be kept (%r)", request.url, exc
             )
@@ -139,7 +153,7 @@ class UrlRules:
         predicted = self.model.cluster_of(checks[0]) if checks and cluster is not None else None
         if predicted not in (None, cluster):  # a rule predicted a copy of other content
             for text in checks[1]:
-                changes.setdefault(RuleKey.parse(text), [0, 0])[1] += 1
+                changes.setdefault(RuleKey.parse(text), [0, 0])[1] += 1  # written by this crawl
         if changes:
             texts = {key.text(): key for key in changes}
             evidence = {text: (changes[key][0], changes[key][1]) for text, key in texts.items()}
@@ -188,19 +202,25 @@ class UrlRules:
         spider = getattr(self.crawler, "spider", None)
         if engine is None or spider is None:
             return False
-        revived = []
+        revived, unread = [], []
         for skip, kept in self.index.url_skips(rules):
             try:
-                request = request_from_dict(pickle.loads(kept), spider=spider)
-            except Exception as exc:  # the spider changed its callbacks since: say which request
-                logger.warning("scrapy-neardup: cannot schedule a skipped request again: %s", exc)
+                request = kept_requests.revive(kept, spider)
+            except ValueError as exc:  # the spider changed its callbacks, or the row is not ours
+                unread.append(skip)
+                logger.warning(
+                    "scrapy-neardup: skipped request #%s of index %s cannot be scheduled again: %s",
+                    skip, getattr(self.index, "path", ""), one_line(str(exc)),
+                )  # fmt: skip
                 continue
             request.meta[FETCH] = True
             engine.crawl(request.replace(dont_filter=True))
             revived.append(skip)
-        if revived:
-            self.index.url_revived(revived)
+        if revived or unread:
+            self.index.url_revived(revived + unread)  # an unreadable row is said once, not at every try
             self.stats.inc_value("neardup/urls/revived", len(revived))
+            if unread:
+                self.stats.inc_value("neardup/urls/unreadable", len(unread))
         return True
 
 

@@ -38,16 +38,12 @@ class RedisUrls:
     def k(self, *parts: object) -> bytes:
         raise NotImplementedError
 
-    def url_rules(self) -> list[tuple[str, int, int, str]]:
+    def url_rules(self) -> list[tuple[bytes, bytes, bytes, bytes]]:
+        """Every rule as stored, unchecked (``urls.read_rule`` reads it)."""
         same, differ = self.r.hgetall(self.k("url_same")), self.r.hgetall(self.k("url_differ"))
         status = self.r.hgetall(self.k("url_status"))
         return [
-            (
-                rule.decode(),
-                int(same.get(rule, 0)),
-                int(differ.get(rule, 0)),
-                reply_text(status.get(rule)) or "learning",
-            )
+            (rule, same.get(rule, b"0"), differ.get(rule, b"0"), status.get(rule) or b"learning")
             for rule in same.keys() | differ.keys() | status.keys()
         ]
 
@@ -84,7 +80,7 @@ class RedisUrls:
         pipe.execute()
 
     def url_skips(self, rules: list[str]) -> list[tuple[int, bytes]]:
-        ids = sorted({int(i) for rule in rules for i in self.r.smembers(self.k("url_skip_rule", rule))})
+        ids = sorted({i for rule in rules for i in _ids(self.r.smembers(self.k("url_skip_rule", rule)))})
         pipe = self.r.pipeline(transaction=False)
         for skip in ids:
             pipe.hmget(self.k("url_skip", skip), "request", "revived")
@@ -103,8 +99,9 @@ class RedisUrls:
 
     def url_skip_counts(self) -> dict[str, tuple[int, int]]:
         counts = {}
-        for rule, *_ in self.url_rules():
-            ids = [int(i) for i in self.r.smembers(self.k("url_skip_rule", rule))]
+        for stored, *_ in self.url_rules():
+            rule = stored.decode("utf-8", "replace")
+            ids = _ids(self.r.smembers(self.k("url_skip_rule", rule)))
             revived = sum(self.r.hget(self.k("url_skip", i), "revived") == b"1" for i in ids)
             if ids:
                 counts[rule] = (len(ids), revived)
@@ -112,3 +109,8 @@ class RedisUrls:
 
     def forget_url_rules(self) -> None:
         unlink_keys(self.r, [self.k(name) for name in URL_KEYS], [self.k(kind) for kind in URL_KINDS])
+
+
+def _ids(members: set[bytes]) -> list[int]:
+    """The skipped requests' ids in a set, leaving out what is not one."""
+    return [int(m) for m in members if m.isdigit() and len(m) < 19]

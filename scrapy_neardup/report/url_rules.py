@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import html
+import logging
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..urls import CONFIDENCE, HOST, MAX_ERROR, Rule, RuleKey
+from ..urls import CONFIDENCE, HOST, MAX_ERROR, Rule, read_rule
+
+logger = logging.getLogger("scrapy_neardup")
 
 SHOWN = 200  # rules listed in the HTML report (the JSON report lists them all)
 ORDER = ("adopted", "revoked", "learning", "refused")
@@ -29,15 +32,25 @@ class UrlRuleRow:
 
 
 def load_url_rules(index: Any) -> list[UrlRuleRow]:
-    """The index's rules, adopted ones first, most requests skipped first."""
+    """The index's rules, adopted ones first, most requests skipped first; a row that does not
+    read as a rule is left out, with one warning."""
     skips = index.url_skip_counts()
-    rows = []
-    for text, same, differ, status in index.url_rules():
-        key = RuleKey.parse(text)
-        skipped, revived = skips.get(text, (0, 0))
+    rows, unread = [], []
+    for row in index.url_rules():
+        try:
+            key, same, differ, status = read_rule(row)
+        except (ValueError, TypeError) as exc:
+            unread.append(str(exc))
+            continue
+        skipped, revived = skips.get(key.text(), (0, 0))
         bound = Rule(key, same, differ, status).bound
         where = (key.kind, key.name, key.host, key.section)
         rows.append(UrlRuleRow(status, *where, same, differ, round(bound, 4), skipped, revived))
+    if unread:
+        logger.warning(
+            "scrapy-neardup: %d URL rules of index %s could not be read and are left out of the report "
+            "(%s)", len(unread), getattr(index, "path", ""), unread[0][:200],
+        )  # fmt: skip
     rank = {status: i for i, status in enumerate(ORDER)}
     return sorted(rows, key=lambda r: (rank.get(r.status, len(ORDER)), -r.skipped, -r.same, r.host, r.name))
 
