@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..config import DedupConfig
 from ..methods import Fingerprint
-from .codecs import unsigned
+from .codecs import sound_spots_blob, unsigned
 from .spot_search import blob_jaccard
 
 # The columns a bound reads: id, exact, simhash, spot_size, spots.
@@ -30,6 +30,8 @@ def may_match(probe: Fingerprint, rows: list[tuple], config: DedupConfig) -> lis
     sure, maybe, need = [], [], []  # need: (row, Jaccard it must reach)
     for row in rows:
         _, exact, sim, spot_size = row[:4]
+        if not (_of(exact, bytes) and _of(sim, int) and _of(spot_size, int) and sound_spots_blob(row[4])):
+            continue  # a damaged record (a file edited by hand) is no candidate
         if "exact" in methods and exact is not None and int.from_bytes(exact, "big") == probe.exact:
             sure.append(row)
             continue
@@ -52,3 +54,7 @@ def may_match(probe: Fingerprint, rows: list[tuple], config: DedupConfig) -> lis
         jaccard = blob_jaccard(probe.spots, [row[4] for row, _ in need])
         maybe = [row for (row, bar), j in zip(need, jaccard, strict=True) if j >= bar - 1e-9]
     return sorted(sure + maybe)
+
+
+def _of(value: object, kind: type) -> bool:
+    return value is None or type(value) is kind

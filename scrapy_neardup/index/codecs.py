@@ -11,11 +11,16 @@ give the same verdicts.
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
 from ..methods import Fingerprint
 from ..signatures.spotsigs import SpotSet
+
+logger = logging.getLogger("scrapy_neardup")
+_DAMAGE_SAID: set[str] = set()  # the indexes whose damaged records were said
 
 
 def signed(value: int) -> int:
@@ -63,14 +68,27 @@ def spots_blob(spots: SpotSet) -> bytes:
     return (b"\x02" if wide else b"\x01") + spots.hashes.astype("<u4").tobytes() + counts.tobytes()
 
 
+def sound_spots_blob(blob: object) -> bool:
+    """Whether ``blob`` is of a form ``spots_blob`` writes (or empty)."""
+    if blob is None or blob == b"":
+        return True
+    if not isinstance(blob, bytes):
+        return False
+    width = blob[0]
+    return (len(blob) - 1) % 4 == 0 if width == 3 else width in (1, 2) and (len(blob) - 1) % (4 + width) == 0
+
+
 def blob_spots(blob: bytes | None) -> SpotSet:
+    """The multiset ``spots_blob`` stored; ``ValueError`` for a blob of no such form."""
     if not blob:
         return SpotSet(np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.uint32))
-    if blob[0] == 3:
+    if blob[0] == 3 and (len(blob) - 1) % 4 == 0:
         hashes, counts, _ = repeated_spots([blob])
         return SpotSet(hashes, counts.astype(np.uint32))
     width = blob[0]
-    n = (len(blob) - 1) // (4 + width)
+    n = (len(blob) - 1) // (4 + width) if width in (1, 2) else -1
+    if n < 0 or 1 + n * (4 + width) != len(blob):
+        raise ValueError("not a stored multiset of spots")
     hashes = np.frombuffer(blob, dtype="<u4", count=n, offset=1).astype(np.uint64)
     counts = np.frombuffer(blob, dtype="<u2" if width == 2 else "u1", offset=1 + 4 * n).astype(np.uint32)
     return SpotSet(hashes, counts)
@@ -96,12 +114,19 @@ SIGNATURE_COLUMNS = (
 
 
 def row_fingerprint(row: tuple) -> Fingerprint:
-    """The stored signatures of a document, enough to verify a pair.
+    """The stored signatures of a document, enough to verify a pair; ``ValueError`` (or
+    ``TypeError``) for a row whose fields do not have the types the index writes.
 
     ``row``: id, exact, simhash, spot_size, spots, minhash, minhash_bands, super_shingles,
     imatch, ksentence, tokens, language, extra (``SIGNATURE_COLUMNS``).
     """
     _, exact, sim, _, spots, mh, bands, sup, im, ks, tokens, language, extra = row
+    if not (
+        isinstance(tokens, int) and tokens >= 0 and _of(exact, bytes) and len(exact or b"") in (0, 16)
+        and _of(sim, int) and _of(ks, int) and all(-(1 << 63) <= (v or 0) < 1 << 64 for v in (sim, ks))
+        and _of(language, str) and _of(extra, str) and all(_of(b, bytes) for b in (spots, mh, bands, sup, im))
+    ):  # fmt: skip
+        raise ValueError("a field of another type than the index writes")
     return Fingerprint(
         token_count=tokens, language=language or "und",
         exact=int.from_bytes(exact, "big") if exact else None,
@@ -112,8 +137,41 @@ def row_fingerprint(row: tuple) -> Fingerprint:
         super_shingles=np.frombuffer(sup, dtype="<u8").astype(np.uint64) if sup else None,
         imatch=tuple(int(x) for x in np.frombuffer(im, dtype="<u8")) if im else (),
         ksentence=unsigned(ks) if ks is not None else None,
-        extra=json.loads(extra) if extra else {},
+        extra=_extra(extra),
     )  # fmt: skip
+
+
+def sound_fingerprints(rows: Iterable[tuple], index: object) -> Iterator[tuple[int, Fingerprint]]:
+    """(id, signatures) of each ``SIGNATURE_COLUMNS`` row that reads as the index wrote it; a
+    damaged one (a file edited by hand, a key written by another program) is no candidate,
+    said once for each index."""
+    for row in rows:
+        try:
+            yield row[0], row_fingerprint(row)
+        except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+            damaged_record(index, row[0], exc)
+
+
+def damaged_record(index: object, doc: object, exc: BaseException) -> None:
+    """Say once for each index that a record could not be read, and is left out."""
+    said = str(index) in _DAMAGE_SAID
+    _DAMAGE_SAID.add(str(index))
+    (logger.debug if said else logger.warning)(
+        "scrapy-neardup: index %s: record %s is damaged (%s) and left out; further damaged records "
+        "are logged at DEBUG",
+        index, str(doc)[:40], f"{type(exc).__name__}: {exc}"[:200],
+    )  # fmt: skip
+
+
+def _of(value: object, kind: type) -> bool:
+    return value is None or (isinstance(value, kind) and not isinstance(value, bool))
+
+
+def _extra(extra: str | None) -> dict:
+    found = json.loads(extra) if extra else {}
+    if not isinstance(found, dict):
+        raise ValueError("registered methods' signatures that are not an object")
+    return found
 
 
 def extra_json(extra: dict) -> str | None:

@@ -7,11 +7,12 @@ admitted pages are posted again, so the file is a working index of its own, not 
 from __future__ import annotations
 
 import dataclasses
+import sqlite3
 from pathlib import Path
 
 from ..exceptions import InputError
 from . import SQLiteIndex
-from .codecs import spots32
+from .codecs import damaged_record, spots32
 from .redis import RedisIndex
 
 
@@ -26,19 +27,33 @@ def export_to_sqlite(source: RedisIndex, out: str | Path) -> int:
         if action:
             target.begin_run(action)
         for record in source.documents():
-            doc = record["id"]
-            fp, where, key = source.stored(doc)
-            skipped = record["skip_reason"] if record["status"] == "skipped" else None
-            fp = dataclasses.replace(
-                fp, spots=spots32(fp.spots), skip_reason=skipped, token_count=record["tokens"],
-                language=record["language"] or "und", title=record["title"] or "",
-                text=source.text(doc) or "",
-            )  # fmt: skip
-            of = record["duplicate_of"]
-            match = (new_ids[of], record["similarity"], record["method"]) if of in new_ids else None
-            with target.transaction():
-                verdict = target.record(record["url"], fp, record["scope"], match, where, key)
-            new_ids[doc] = verdict.doc_id
+            try:
+                copied = _copy(source, target, record, new_ids)
+            except (
+                ValueError,
+                TypeError,
+                OverflowError,
+                sqlite3.IntegrityError,
+            ) as exc:  # written by another program
+                damaged_record(source.path, record["id"], exc)
+                continue
+            new_ids[record["id"]] = copied
         if action:
             target.end_run()
     return len(new_ids)
+
+
+def _copy(source: RedisIndex, target: SQLiteIndex, record: dict, new_ids: dict[int, int]) -> int:
+    """Copy one record; its id in ``target``."""
+    doc = record["id"]
+    fp, where, key = source.stored(doc)
+    skipped = record["skip_reason"] if record["status"] == "skipped" else None
+    fp = dataclasses.replace(
+        fp, spots=spots32(fp.spots), skip_reason=skipped, token_count=record["tokens"],
+        language=record["language"] or "und", title=record["title"] or "",
+        text=source.text(doc) or "",
+    )  # fmt: skip
+    of = record["duplicate_of"]
+    match = (new_ids[of], record["similarity"], record["method"]) if of in new_ids else None
+    with target.transaction():
+        return target.record(record["url"], fp, record["scope"], match, where, key).doc_id

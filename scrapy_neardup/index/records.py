@@ -74,6 +74,7 @@ def clean_record(record: dict) -> dict:
         elif value is not None and not isinstance(value, str):
             record[name] = str(value)
     record["url"] = record["url"] or ""
+    record["scope"] = record["scope"] or ""
     seen = record["seen_at"]
     record["seen_at"] = float(seen) if isinstance(seen, (int, float)) and 0 <= seen < 1e11 else 0.0
     similarity = record["similarity"]

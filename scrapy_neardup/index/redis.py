@@ -32,12 +32,13 @@ from ..text import storable
 from . import schema
 from .base import Earlier, Match, Verdict, fit_key_prefix
 from .bounds import may_match
-from .codecs import row_fingerprint, unsigned
+from .codecs import damaged_record, row_fingerprint, unsigned
 from .lookup_keys import lookup_keys, raw_key
 from .pruning import SpotClasses
 from .records import earlier_of, stored_row, verdict_of
-from .redis_connection import RedisConnection, reply_int, reply_text, safe_url, unlink_keys, unreachable
+from .redis_connection import ReadsAsMissing, RedisConnection, safe_url, unlink_keys, unreachable
 from .redis_reading import RedisReading
+from .redis_replies import reply_ids, reply_int, reply_text
 from .redis_runs import RedisRuns
 from .redis_spots import RedisSpots
 from .redis_urls import URL_KEYS, URL_KINDS, RedisUrls
@@ -95,7 +96,9 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns, RedisUrls
         self._urls: dict[int, bytes] = {}  # URLs of the records a transaction read (``url_of``)
         self._checks = 0  # transactions begun: every 256th looks whether the server lost the index
         try:
-            self.r = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+            self.r = ReadsAsMissing(
+                redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+            )
             self.r.ping()
             self._open()
         except redis.RedisError as exc:
@@ -113,7 +116,7 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns, RedisUrls
         except ValueError as exc:  # a malformed URL
             raise IndexFileError(f"{safe_url(url)} {prefix}", f"is not a Redis URL ({exc})") from None
         try:
-            meta = {k.decode(): v.decode() for k, v in r.hgetall(probe.k("meta")).items()}
+            meta = {reply_text(k): reply_text(v) for k, v in r.hgetall(probe.k("meta")).items()}
         except redis.RedisError as exc:
             raise IndexFileError(f"{safe_url(url)} {prefix}", unreachable(exc)) from None
         finally:
@@ -177,12 +180,13 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns, RedisUrls
     def source_record(self, source: str) -> tuple[int, str, str | None] | None:
         """Read WATCHed inside a transaction, like ``earlier``: two scans of one source meet here."""
         (doc,) = self._read([self.k("src", storable(source))], lambda k: ("GET", k))
+        doc = reply_int(doc)
         if doc is None:
             return None
         ((status, reason),) = self._read(
-            [self.k("doc", int(doc))], lambda k: ("HMGET", k, "status", "skip_reason")
+            [self.k("doc", doc)], lambda k: ("HMGET", k, "status", "skip_reason")
         )
-        return int(doc), status.decode(), reason.decode() if reason else None
+        return doc, reply_text(status) or "", reply_text(reason)
 
     def earlier(self, key: str | None, scope: str, many: bool = False) -> Earlier | None:
         if key is None:
@@ -191,25 +195,25 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns, RedisUrls
         if scope_id is None:
             return None
         (members,) = self._read([self.k("url", scope_id, storable(key))], lambda k: ("SMEMBERS", k))
-        ids = sorted((int(i) for i in members), reverse=True)
+        ids = sorted(reply_ids(members), reverse=True)
         rows = self._read([self.k("doc", i) for i in ids], lambda k: ("HMGET", k, "status", "exact", "run"))
         rows = [
-            (i, s.decode(), exact, int(run) if run else None)
+            (i, reply_text(s), exact if isinstance(exact, bytes) else None, reply_int(run))
             for i, (s, exact, run) in zip(ids, rows, strict=True)
+            if s is not None
         ]
         return earlier_of(rows, many, self._run)
 
     def signatures(self, ids: list[int] | tuple[int, ...], scope: str) -> list[tuple[int, Fingerprint]]:
         scope_id = self._scope_id(scope, create=False)
-        return [(i, self._fingerprint(i, v)) for i, v in self._admitted(sorted(ids), scope_id)]
+        return list(self._sound(self._admitted(sorted(ids), scope_id)))
 
     def restamp(self, doc_id: int) -> None:
         run = self._run
         self._write(lambda pipe: pipe.hset(self.k("doc", doc_id), "run", run if run is not None else ""))
 
     def url_of(self, doc_id: int) -> str:
-        url = self._urls.get(doc_id) or self.r.hget(self.k("doc", doc_id), "url")
-        return url.decode("utf-8", "surrogatepass")
+        return reply_text(self._urls.get(doc_id) or self.r.hget(self.k("doc", doc_id), "url")) or ""
 
     # --- byte-identical copies --------------------------------------------------------------
 
@@ -217,7 +221,7 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns, RedisUrls
         scope_id = self._scope_id(scope, create=False)
         if scope_id is None or self.earlier(key, scope) is not None:
             return None
-        ids = sorted(int(i) for i in self.r.smembers(self.k("lk", raw_key(raw, scope_id))))
+        ids = sorted(reply_ids(self.r.smembers(self.k("lk", raw_key(raw, scope_id)))))
         return ids[0] if ids and not self.unconfirmed([ids[0]]) else None
 
     def record_copy(
@@ -232,6 +236,8 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns, RedisUrls
         """None, recording nothing, when the page's key or source got a record since ``find_raw``;
         ``Conflict`` when another process recorded one while this one was being written."""
         first = self.r.hgetall(self.k("doc", original))
+        if not isinstance(first.get(b"url"), bytes):  # a damaged record: the full check decides
+            return None
         scope_id = self._scope_id(scope)
         with self.transaction():  # the key's and the source's records are read WATCHed
             if (source is not None and self.source_record(source)) or self.earlier(key, scope):
@@ -244,7 +250,7 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns, RedisUrls
                 **{f: first.get(f) for f in _COPIED},
             }  # fmt: skip
             self._write(lambda pipe: self._store(pipe, doc_id, row, None, scope_id, key, source, url))
-        dup_url = first[b"url"].decode("utf-8", "surrogatepass")
+        dup_url = reply_text(first[b"url"]) or ""
         return Verdict(
             url, doc_id, True, duplicate_of=original, duplicate_of_url=dup_url, similarity=1.0, method="exact"
         )
@@ -256,7 +262,8 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns, RedisUrls
         commands = [("GET", docs_key)] + ([("HMGET", df_key, *terms)] if terms else [])
         docs, *more = self._query(commands, [docs_key, df_key])
         counts = more[0] if more else []
-        return CollectionStats(int(docs or 0), {t: int(n) for t, n in zip(terms, counts, strict=True) if n})
+        df = {t: reply_int(n) for t, n in zip(terms, counts, strict=True)}
+        return CollectionStats(max(0, reply_int(docs) or 0), {t: n for t, n in df.items() if n and n > 0})
 
     def candidates(self, probe: Fingerprint, scope: str) -> Iterator[tuple[int, Fingerprint]]:
         # A new scope is made now, not at the record: its keys must exist for this check to WATCH
@@ -268,8 +275,8 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns, RedisUrls
         buckets, parts, needs = self._probe_fields(probe.spots, scope_id)
         commands = [("SMEMBERS", key) for key in keys] + ([self._gather(buckets)] if buckets else [])
         answers = self._query(commands, [*keys, *(bucket for bucket, _ in buckets)])
-        found = {int(i) for members in answers[: len(keys)] for i in members}
-        if buckets:
+        found = {i for members in answers[: len(keys)] for i in reply_ids(members)}
+        if buckets and isinstance(answers[-1], list):  # (None: a bucket of another type)
             fields = [field for _, bucket_fields in buckets for field in bucket_fields]
             lists = [(field, blob) for field, blob in zip(fields, answers[-1], strict=True) if blob]
             found.update(shared(lists, parts, needs))
@@ -280,7 +287,7 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns, RedisUrls
             for i, v in rows
         ]
         survivors = [row[0] for row in may_match(probe, bounds, self.config)]
-        yield from ((i, self._fingerprint(i, v)) for i, v in self._admitted(survivors, scope_id))
+        yield from self._sound(self._admitted(survivors, scope_id))
 
     def _rows(self, ids: list[int], fields: tuple[bytes, ...] = ()) -> list[tuple[int, dict[bytes, Any]]]:
         """These documents' ``fields`` (default ``_SIGNATURES``, URL first), WATCHed, in id order."""
@@ -289,6 +296,14 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns, RedisUrls
         found = [(i, dict(zip(fields, row, strict=True))) for i, row in zip(ids, rows, strict=True) if row[0]]
         self._urls.update((i, values[b"url"]) for i, values in found)
         return found
+
+    def _sound(self, rows: list[tuple[int, dict[bytes, Any]]]) -> Iterator[tuple[int, Fingerprint]]:
+        """(id, signatures) of the rows that read as the index wrote them (``sound_fingerprints``)."""
+        for i, values in rows:
+            try:
+                yield i, self._fingerprint(i, values)
+            except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+                damaged_record(self.path, i, exc)
 
     @staticmethod
     def _fingerprint(doc: int, values: dict[bytes, Any]) -> Fingerprint:
@@ -321,6 +336,9 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns, RedisUrls
             if value is None:
                 self.r.hsetnx(self.k("scopes"), storable(name), self.r.incr(self.k("scope_next")))
                 value = self.r.hget(self.k("scopes"), storable(name))
+            if reply_int(value) is None:  # damaged: the scope gets a new id
+                value = self.r.incr(self.k("scope_next"))
+                self.r.hset(self.k("scopes"), storable(name), value)
             self._scope_ids[name] = int(value)
         return self._scope_ids[name]
 
@@ -382,12 +400,13 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns, RedisUrls
         doc = self.k("doc", doc_id)
         if old is not None:
             old_id, values = old
-            old_status = values[b"status"].decode()
+            old_status = reply_text(values[b"status"]) or ""
             pipe.hincrby(self.k("counts"), old_status, -1)
             if old_status == "unique":
-                old_fp = self._fingerprint(old_id, values)
-                for lk in lookup_keys(old_fp, scope_id, self.config, simhash=self.stores_simhash, raw=True):
-                    pipe.srem(self.k("lk", lk), doc_id)
+                for _, old_fp in self._sound([(old_id, values)]):
+                    keys = lookup_keys(old_fp, scope_id, self.config, simhash=self.stores_simhash, raw=True)
+                    for lk in keys:
+                        pipe.srem(self.k("lk", lk), doc_id)
                 pipe.srem(self.k("spotted"), doc_id)
             row = {f: v for f, v in row.items() if f != b"seen_at"}
         present = {f: v for f, v in row.items() if v is not None}
@@ -410,7 +429,7 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns, RedisUrls
     def stored(self, doc_id: int) -> tuple[Fingerprint, str | None, str | None]:
         """A record's stored signatures, source and revisit key (to copy the index elsewhere)."""
         rows = self._rows([doc_id])
-        fp = self._fingerprint(doc_id, rows[0][1]) if rows else Fingerprint()
+        fp = next((fp for _, fp in self._sound(rows)), Fingerprint())
         source, key = self.r.hmget(self.k("doc", doc_id), "source", "url_key")
         return fp, reply_text(source), reply_text(key)
 

@@ -19,6 +19,7 @@ from ..config import DedupConfig
 from ..exceptions import IndexFileError
 from . import redis_spots, schema
 from .base import Conflict
+from .redis_replies import reply_int, reply_text
 
 logger = logging.getLogger(__name__)
 
@@ -28,13 +29,24 @@ except ImportError:  # pragma: no cover - without the extra, RedisIndex refuses 
     redis = None
 
 
-def reply_int(value: bytes | None) -> int | None:
-    """An integer field as Redis returns it (None when missing or empty)."""
-    return int(value) if value not in (None, b"") else None
+def read_as_missing(commands: list[tuple], replies: list[Any]) -> list[Any]:
+    """Replies with each error (a key of another type, written by another program) read as a
+    missing key's reply: the index leaves out what it cannot read."""
+    empty = {"HMGET": lambda c: [None] * (len(c) - 2), "SMEMBERS": lambda c: set(), "HGETALL": lambda c: {}}
+    return [
+        (
+            empty.get(str(command[0]).upper(), lambda c: None)(command)
+            if isinstance(reply, Exception)
+            else reply
+        )
+        for command, reply in zip(commands, replies, strict=True)
+    ]
 
 
-def reply_text(value: bytes | None) -> str | None:
-    return value.decode("utf-8", "surrogatepass") if value not in (None, b"") else None
+def _counter(value: bytes) -> bool:
+    """Whether a stored counter can be counted on (an integer far from overflowing)."""
+    number = reply_int(value)
+    return number is not None and 0 <= number < 1 << 60
 
 
 def unlink_keys(r: Any, keys: list[bytes], kinds: list[bytes]) -> int:
@@ -62,6 +74,44 @@ def safe_url(url: str) -> str:
     if parts.password:
         return url.replace(f":{parts.password}@", ":***@", 1)
     return url
+
+
+# The type of each of an index's own keys of fixed name (but its meta, checked before).
+KEY_TYPES = {
+    **dict.fromkeys(("next", "scope_next", "run_next", "imatch_docs", "url_skip_next"), b"string"),
+    **dict.fromkeys(("scopes", "counts", "urls", "classes", "df"), b"hash"),
+    **dict.fromkeys(("url_same", "url_differ", "url_status"), b"hash"),
+    **dict.fromkeys(("runs", "dups", "spotted", "url_skip_ids"), b"set"), "ids": b"zset",
+}  # fmt: skip
+# A missing key's reply to each read ``ReadsAsMissing`` answers for.
+_MISSING: dict[str, Callable[..., Any]] = {
+    "get": lambda *a: None, "hget": lambda *a: None, "hgetall": lambda *a: {},
+    "smembers": lambda *a: set(), "zrange": lambda *a: [], "hmget": lambda key, *fields: [None] * len(fields),
+}  # fmt: skip
+
+
+class ReadsAsMissing:
+    """A Redis client whose reads of a key of another type (written by another program) answer
+    as for a missing key, so that one such key costs what it holds, not every read after it."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self._client, name)
+        missing = _MISSING.get(name)
+        if missing is None:
+            return found
+
+        def read(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return found(*args, **kwargs)
+            except redis.ResponseError as exc:
+                if "WRONGTYPE" not in str(exc):
+                    raise
+                return missing(*args)
+
+        return read
 
 
 class RedisConnection:
@@ -103,9 +153,10 @@ class RedisConnection:
                     pipe.execute()
             except redis.WatchError:
                 pass  # another process created it meanwhile
-        meta = {k.decode(): v.decode() for k, v in self.r.hgetall(meta_key).items()}
+        meta = {reply_text(k): reply_text(v) for k, v in self.r.hgetall(meta_key).items()}
         if meta.get("schema") != str(schema.SCHEMA_VERSION):
-            raise IndexFileError(self.path, f"has schema version {meta.get('schema')}; this release reads 1")
+            found = str(meta.get("schema"))[:20]
+            raise IndexFileError(self.path, f"has schema version {found}; this release reads 1")
         try:
             remedy = "another NEARDUP_REDIS_KEY (or NEARDUP_RESET)"
             self.keys, self.stores_simhash = schema.spot_keys(meta, self.config, self.path, remedy)
@@ -116,6 +167,38 @@ class RedisConnection:
                 self.path,
                 "has no SimHash lookup keys, which this NEARDUP_SIMHASH_CONFIRM needs; use a new prefix",
             )
+        self._mend_counters()
+
+    def _mend_counters(self) -> None:
+        """Counters a damaged index holds (written by another program) made counters again, so
+        that one bad value does not stop every record: an id counter past every id in use (with
+        a margin), a total dropped (the report counts it afresh)."""
+        pipe = self.r.pipeline(transaction=False)
+        for name in KEY_TYPES:
+            pipe.type(self.k(name))
+        for name, found in zip(KEY_TYPES, pipe.execute(), strict=True):
+            if found not in (KEY_TYPES[name], b"none"):
+                logger.warning("%s: key %s is no key of the index (a %s); deleted", self.path, name, found)
+                self.r.delete(self.k(name))
+        ids = {"next": "doc", "scope_next": None, "run_next": "run", "url_skip_next": "url_skip"}
+        for name, kind in ids.items():
+            value = self.r.get(self.k(name))
+            if value is None or _counter(value):
+                continue
+            used = [self.k(kind, "")] if kind else []
+            found = (reply_int(key.rsplit(b":", 1)[1]) or 0 for key in self._scan(used))
+            top = max((i for i in found if i < 1 << 60), default=0)
+            logger.warning("%s: counter %s is damaged; set past the ids in use (%d)", self.path, name, top)
+            self.r.delete(self.k(name))
+            self.r.set(self.k(name), top + 1_000_000)
+        for total in ("counts", "df", "url_same", "url_differ"):
+            bad = [f for f, v in self.r.hgetall(self.k(total)).items() if not _counter(v)]
+            if bad:
+                self.r.hdel(self.k(total), *bad)
+
+    def _scan(self, prefixes: list[bytes]) -> Iterator[bytes]:
+        for prefix in prefixes:
+            yield from self.r.scan_iter(match=re.sub(rb"([*?\[\]\\])", rb"\\\1", prefix) + b"*", count=1000)
 
     # --- transactions ---------------------------------------------------------------------
 
@@ -172,7 +255,7 @@ class RedisConnection:
             pipe = self.r.pipeline(transaction=False)
             for command in commands:
                 pipe.execute_command(*command)
-            return pipe.execute() if commands else []
+            return read_as_missing(commands, pipe.execute(raise_on_error=False)) if commands else []
         watched = [("WATCH", *watch)] if watch else []
         if not watched and not commands:
             return []
@@ -182,13 +265,15 @@ class RedisConnection:
         for _ in range(len(watched) + len(commands)):
             try:
                 replies.append(connection.read_response())
-            except redis.exceptions.NoScriptError as exc:  # a restarted server forgot the script
-                self._gather_loaded = None
+            except redis.exceptions.ResponseError as exc:  # every reply is read, to keep the connection
                 replies.append(exc)
-        if any(isinstance(reply, Exception) for reply in replies):
+        if any(isinstance(reply, redis.exceptions.NoScriptError) for reply in replies):
+            self._gather_loaded = None  # a restarted server forgot the script
             commands = [(c[0], self._gather_sha, *c[2:]) if c[0] == "EVALSHA" else c for c in commands]
             return self._query(commands, watch)
-        return replies[len(watched) :]
+        if watched and isinstance(replies[0], Exception):
+            raise replies[0]
+        return read_as_missing(commands, replies[len(watched) :])
 
     def _read(self, keys: list[bytes], fetch: Callable[[Any, bytes], Any]) -> list[Any]:
         """WATCH ``keys`` (inside a transaction), then read them: ``fetch(key)`` is each key's command."""

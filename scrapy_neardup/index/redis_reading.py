@@ -9,7 +9,8 @@ from typing import Any
 
 from ..text import storable
 from .records import clean_record
-from .redis_connection import reply_int, reply_text
+from .redis_connection import read_as_missing
+from .redis_replies import reply_float, reply_ids, reply_int, reply_text
 
 logger = logging.getLogger(__name__)
 
@@ -32,21 +33,22 @@ class RedisReading:
         pipe = self.r.pipeline(transaction=False)
         for key in keys:
             pipe.hmget(key, *fields)
-        return pipe.execute() if keys else []
+        return read_as_missing([("HMGET", key, *fields) for key in keys], pipe.execute(raise_on_error=False))
 
     def _records(self, ids: list[int]) -> Iterator[dict]:
-        scopes = {int(v): k.decode() for k, v in self.r.hgetall(self.k("scopes")).items()}
+        scopes = {reply_int(v): reply_text(k) for k, v in self.r.hgetall(self.k("scopes")).items()}
         for start in range(0, len(ids), 1000):
             chunk = ids[start : start + 1000]
             for doc, row in zip(chunk, self._hmget([self.k("doc", i) for i in chunk], _RECORD), strict=True):
                 if row[4] is None:
                     continue
-                record = {"id": doc, **{f.decode(): reply_text(v) for f, v in zip(_RECORD, row, strict=True)}}
+                raw = dict(zip(_RECORD, row, strict=True))
+                record = {"id": doc, **{f.decode(): reply_text(v) for f, v in raw.items()}}
                 record["scope"] = scopes.get(reply_int(row[2]), "")
                 for name in ("seen_at", "similarity"):
-                    record[name] = float(record[name]) if record[name] is not None else None
+                    record[name] = reply_float(raw[name.encode()])
                 for name in ("tokens", "duplicate_of"):
-                    record[name] = int(record[name]) if record[name] is not None else None
+                    record[name] = reply_int(raw[name.encode()])
                 yield clean_record(record)
 
     def get(self, doc_id: int) -> dict | None:
@@ -61,22 +63,24 @@ class RedisReading:
             return None
 
     def documents(self) -> Iterator[dict]:
-        return self._records([int(i) for i in self.r.zrange(self.k("ids"), 0, -1)])
+        return self._records(reply_ids(self.r.zrange(self.k("ids"), 0, -1)))
 
     def duplicate_edges(self) -> Iterator[tuple[int, int, float | None, str | None]]:
-        ids = sorted(int(i) for i in self.r.smembers(self.k("dups")))
+        ids = sorted(reply_ids(self.r.smembers(self.k("dups"))))
         for start in range(0, len(ids), 1000):
             chunk = ids[start : start + 1000]
             rows = self._hmget([self.k("doc", i) for i in chunk], (b"duplicate_of", b"similarity", b"method"))
             for doc, (of, sim, method) in zip(chunk, rows, strict=True):
-                if of is not None:
-                    yield doc, int(of), float(sim) if sim else None, method.decode() if method else None
+                if reply_int(of) is not None:
+                    yield doc, reply_int(of), reply_float(sim), reply_text(method)
 
     def contains_source(self, source: str) -> bool:
         return bool(self.r.exists(self.k("src", storable(source))))
 
     def stats(self) -> dict[str, int]:
-        counts = {k.decode(): int(v) for k, v in self.r.hgetall(self.k("counts")).items()}
+        counts = {
+            reply_text(k): max(0, reply_int(v) or 0) for k, v in self.r.hgetall(self.k("counts")).items()
+        }
         return {
             "documents": sum(counts.values()), "unique": counts.get("unique", 0),
             "duplicates": counts.get("duplicate", 0), "skipped": counts.get("skipped", 0),

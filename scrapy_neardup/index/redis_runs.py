@@ -7,7 +7,7 @@ import socket
 import time
 from typing import Any
 
-from .redis_connection import reply_int, reply_text
+from .redis_replies import reply_float, reply_ids, reply_int, reply_text
 from .runs import running
 
 
@@ -29,11 +29,12 @@ class RedisRuns:
 
     def begin_run(self, action: str) -> None:
         run = self.r.incr(self.k("run_next"))
-        runs = [int(i) for i in self.r.smembers(self.k("runs"))]
+        runs = reply_ids(self.r.smembers(self.k("runs")))
         owners = self._hmget([self.k("run", i) for i in runs], (b"started_at", b"ended_at", b"host", b"pid"))
         unclean = [
             i for i, (started, ended, host, pid) in zip(runs, owners, strict=True)
-            if started and not ended and not running(float(started), reply_text(host), reply_int(pid))
+            if (at := reply_float(started)) and not ended
+            and not running(at, reply_text(host), reply_int(pid))
         ]  # fmt: skip
         info = {"started_at": time.time(), "action": action, "host": socket.gethostname(), "pid": os.getpid()}
         self.r.hset(self.k("run", run), mapping=info)
@@ -46,9 +47,9 @@ class RedisRuns:
             self.r.hset(self.k("run", run), "ended_at", time.time())
 
     def last_action(self) -> str | None:
-        runs = [int(i) for i in self.r.smembers(self.k("runs"))]
+        runs = reply_ids(self.r.smembers(self.k("runs")))
         action = self.r.hget(self.k("run", max(runs)), "action") if runs else None
-        return action.decode() if action else None
+        return reply_text(action)
 
     @property
     def interrupted_runs(self) -> bool:
@@ -58,4 +59,4 @@ class RedisRuns:
         if not self._unclean or not ids:
             return set()
         runs = self._read([self.k("doc", i) for i in ids], lambda key: ("HGET", key, "run"))
-        return {i for i, run in zip(ids, runs, strict=True) if run and int(run) in self._unclean}
+        return {i for i, run in zip(ids, runs, strict=True) if reply_int(run) in self._unclean}

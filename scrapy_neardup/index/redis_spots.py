@@ -15,8 +15,9 @@ import numpy as np
 
 from ..config import DedupConfig
 from ..signatures.spotsigs import SpotSet
-from .codecs import blob_spots
+from .codecs import blob_spots, sound_spots_blob
 from .pruning import SpotClasses, walk
+from .redis_replies import reply_ids, reply_int
 from .spot_search import SpotKeys
 
 try:
@@ -112,9 +113,10 @@ class RedisSpots:
             self._append_script(keys=[bucket for bucket, _ in fields], args=args, client=pipe)
 
     def _load_order(self) -> None:
-        rows = self.r.hgetall(self.k("classes"))
-        spots = np.array([int(s) for s in rows], dtype=np.int64).astype(np.uint64)
-        classes = np.array([int(c) for c in rows.values()], dtype=np.int64)
+        rows = [(reply_int(s), reply_int(c)) for s, c in self.r.hgetall(self.k("classes")).items()]
+        rows = [(s, c) for s, c in rows if s is not None and c is not None]  # but a damaged one
+        spots = np.array([s for s, _ in rows], dtype=np.int64).astype(np.uint64)
+        classes = np.array([c for _, c in rows], dtype=np.int64)
         order = np.argsort(spots)
         self.classes = SpotClasses(spots[order], classes[order])
 
@@ -126,9 +128,12 @@ class RedisSpots:
                 pipe.watch(self.k("meta"), self.k("spotted"))
                 if pipe.hget(self.k("meta"), "spot_order"):
                     return
-                ids = sorted(int(i) for i in pipe.smembers(self.k("spotted")))
+                ids = sorted(reply_ids(pipe.smembers(self.k("spotted"))))
                 rows = self._hmget([self.k("doc", i) for i in ids], (b"scope", b"spots"))
-                sets = [(i, int(row[0]), blob_spots(row[1])) for i, row in zip(ids, rows, strict=True)]
+                sets = [(i, reply_int(row[0]), _spots(row[1])) for i, row in zip(ids, rows, strict=True)]
+                sets = [
+                    (i, scope, spots) for i, scope, spots in sets if scope is not None and spots is not None
+                ]
                 spots, df = np.unique(np.concatenate([s.hashes for _, _, s in sets]), return_counts=True)
                 classes = SpotClasses.from_frequencies(spots, df)
                 old = list(self.r.scan_iter(match=self.k("sl", "*"), count=1000))
@@ -163,3 +168,8 @@ class RedisSpots:
         for low, high in ranges.tolist():
             by_bucket.setdefault(self._bucket(low), []).extend(range(low, high + 1))
         return list(by_bucket.items()), parts, needs
+
+
+def _spots(blob: bytes | None) -> SpotSet | None:
+    """A record's stored spots, None for a damaged one (left out of the frequencies)."""
+    return blob_spots(blob) if sound_spots_blob(blob) else None

@@ -129,7 +129,11 @@ def counted(lists: list[tuple], need: int) -> list[int]:
         return []
     # Sorted, a document is posted ``need`` times where an id equals the one ``need - 1`` on
     # (cheaper than counting every id with ``np.unique``; a check meets thousands).
-    ids = np.sort(np.frombuffer(b"".join(row[-1] for row in lists), dtype="<u4"))
+    try:
+        joined = b"".join(row[-1] for row in lists)
+    except TypeError:  # a damaged list (a file edited by hand): the others still count
+        joined = b"".join(row[-1] for row in lists if isinstance(row[-1], bytes))
+    ids = np.sort(np.frombuffer(joined[: len(joined) - len(joined) % 4], dtype="<u4"))
     step = max(need, 1) - 1
     if len(ids) <= step:
         return []

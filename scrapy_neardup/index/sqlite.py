@@ -28,7 +28,7 @@ from ..signatures.spotsigs import SpotSet
 from ..text import storable
 from .base import Earlier, Match, Verdict
 from .bounds import BOUND_COLUMNS, may_match
-from .codecs import SIGNATURE_COLUMNS, row_fingerprint, unsigned
+from .codecs import SIGNATURE_COLUMNS, damaged_record, row_fingerprint, sound_fingerprints, unsigned
 from .lookup_keys import exact_key, lookup_keys, raw_key
 from .records import earlier_of, stored_row, verdict_of
 from .runs import running
@@ -216,7 +216,7 @@ class SQLiteIndex(SQLiteReading, SQLiteUrls):
         scope_id = self._scope_id(scope, create=False)
         if scope_id is None:
             return []
-        return [(row[0], row_fingerprint(row)) for row in self._rows(SIGNATURE_COLUMNS, list(ids), scope_id)]
+        return list(sound_fingerprints(self._rows(SIGNATURE_COLUMNS, list(ids), scope_id), self.path))
 
     def restamp(self, doc_id: int) -> None:
         """Mark a record as met again by this run (an unchanged revisit)."""
@@ -260,6 +260,10 @@ class SQLiteIndex(SQLiteReading, SQLiteUrls):
         def work() -> Verdict | None:
             if (source is not None and self.source_record(source)) or self.earlier(key, scope):
                 return None
+            found = self.db.execute("SELECT title, url FROM documents WHERE id = ?", (original,)).fetchone()
+            if found is None or not isinstance(found[1], str):  # a damaged index: the full check decides
+                return None
+            title, dup_url = found
             scope_id = self._scope_id(scope)
             doc_id = self.db.execute(
                 "INSERT INTO documents (url, source, scope, seen_at, status, tokens, language, "
@@ -268,9 +272,6 @@ class SQLiteIndex(SQLiteReading, SQLiteUrls):
                 "simhash, spot_size, ?, ? FROM documents WHERE id = ?",
                 (storable(url), source, scope_id, time.time(), self._run, key, original),
             ).lastrowid
-            title, dup_url = self.db.execute(
-                "SELECT title, url FROM documents WHERE id = ?", (original,)
-            ).fetchone()
             self.db.execute("UPDATE documents SET title = ? WHERE id = ?", (title, doc_id))
             return Verdict(
                 url=url, doc_id=doc_id, duplicate=True, duplicate_of=original,
@@ -288,8 +289,9 @@ class SQLiteIndex(SQLiteReading, SQLiteUrls):
         for start in range(0, len(terms), 500):
             chunk = terms[start : start + 500]
             query = f"SELECT term, df FROM term_df WHERE term IN ({','.join('?' * len(chunk))})"
-            df.update(self.db.execute(query, chunk).fetchall())
-        return CollectionStats(int(row[0]) if row else 0, df)
+            df.update((t, n) for t, n in self.db.execute(query, chunk) if isinstance(n, int) and n > 0)
+        docs = row[0] if row and isinstance(row[0], str) and row[0].isdigit() else "0"
+        return CollectionStats(int(docs), df)
 
     def _count_terms(self, terms: tuple[str, ...]) -> None:
         self.db.executemany(
@@ -323,16 +325,17 @@ class SQLiteIndex(SQLiteReading, SQLiteUrls):
             copy_key = exact_key(probe.exact, scope_id)
             keys = [k for k in keys if k != copy_key]  # looked up here, not again below
             copies = self.db.execute("SELECT doc FROM lookup_keys WHERE key = ?", (copy_key,)).fetchall()
-            found.update(doc for (doc,) in copies)
-            for row in self._rows(SIGNATURE_COLUMNS, sorted(found), scope_id, admitted=True):
-                yield row[0], row_fingerprint(row)
+            found.update(doc for (doc,) in copies if type(doc) is int)  # not a damaged row
+            yield from sound_fingerprints(
+                self._rows(SIGNATURE_COLUMNS, sorted(found), scope_id, admitted=True), self.path
+            )
         copies_found = frozenset(found)
         for start in range(0, len(keys), 500):
             chunk = keys[start : start + 500]
             rows = self.db.execute(
                 f"SELECT doc FROM lookup_keys WHERE key IN ({','.join('?' * len(chunk))})", chunk
             )
-            found.update(r[0] for r in rows)
+            found.update(r[0] for r in rows if type(r[0]) is int)
         if self.spots.searched(probe.spots):
             found.update(self.spots.candidates(probe.spots, scope_id))
         if not found:
@@ -340,8 +343,7 @@ class SQLiteIndex(SQLiteReading, SQLiteUrls):
         # The few columns the bounds need first; every signature only for the candidates that pass.
         bounds = self._rows(BOUND_COLUMNS, sorted(found - copies_found), scope_id, admitted=True)
         survivors = [row[0] for row in may_match(probe, bounds, self.config)]
-        for row in self._rows(SIGNATURE_COLUMNS, survivors, scope_id):
-            yield row[0], row_fingerprint(row)
+        yield from sound_fingerprints(self._rows(SIGNATURE_COLUMNS, survivors, scope_id), self.path)
 
     def _rows(self, columns: str, ids: list[int], scope: int, admitted: bool = False) -> list[tuple]:
         """Rows of these ids in ``scope``; with ``admitted``, of admitted pages only (a spot posting of
@@ -419,9 +421,13 @@ class SQLiteIndex(SQLiteReading, SQLiteUrls):
         ).fetchone()
         if row is None or row[0] != "unique":
             return
-        old = dataclasses.replace(
-            row_fingerprint(row[2:]), raw_hash=unsigned(row[1]) << 64 if row[1] is not None else None
-        )
+        try:
+            old = dataclasses.replace(
+                row_fingerprint(row[2:]), raw_hash=unsigned(row[1]) << 64 if row[1] else None
+            )
+        except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+            damaged_record(self.path, doc_id, exc)  # its keys stay: each is verified where it leads
+            return
         keys = lookup_keys(old, scope, self.config, simhash=self.file.stores_simhash, raw=True)
         self.db.executemany("DELETE FROM lookup_keys WHERE key = ? AND doc = ?", [(k, doc_id) for k in keys])
 

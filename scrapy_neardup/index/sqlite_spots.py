@@ -14,7 +14,7 @@ import numpy as np
 from ..config import DedupConfig
 from ..exceptions import IndexFileError
 from ..signatures.spotsigs import SpotSet
-from .codecs import blob_spots
+from .codecs import blob_spots, sound_spots_blob
 from .pruning import SpotClasses, Walk, walk
 from .spot_search import MAX_DOC, SpotKeys, shared
 
@@ -72,7 +72,7 @@ class SpotLists:
         docs = self.db.execute(
             "SELECT id, scope, spots FROM documents WHERE status = 'unique' AND spots IS NOT NULL"
         ).fetchall()
-        sets = [(doc, scope, blob_spots(blob)) for doc, scope, blob in docs]
+        sets = [(doc, scope, blob_spots(blob)) for doc, scope, blob in docs if sound_spots_blob(blob)]
         spots, df = np.unique(np.concatenate([s.hashes for _, _, s in sets]), return_counts=True)
         classes = SpotClasses.from_frequencies(spots, df)
         self.db.executemany(
