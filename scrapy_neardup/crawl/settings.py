@@ -173,8 +173,9 @@ class CrawlSettings:
             return None if value == "" and not strict else value
 
         declared = {f.name: f for f in declarations(cls)}
+        values = parsed(cls, given, setting_name)  # its errors name the setting already
         try:
-            read = cls(**parsed(cls, given, setting_name))
+            read = cls(**values)
         except ConfigError as exc:
             raise renamed(exc, setting_name) from None
         return read._completed(settings, spider_name)
@@ -269,7 +270,12 @@ def _default_db(settings: BaseSettings, spider_name: str) -> Path:
     file in the project's data folder."""
     if settings.get("JOBDIR"):
         return Path(settings.get("JOBDIR")) / "neardup.sqlite"
-    return Path(data_path("neardup", createdir=True)) / f"{spider_name}.sqlite"
+    try:
+        folder = Path(data_path("neardup"))
+    except FileExistsError:  # Scrapy makes .scrapy without exist_ok: another crawl made it just now
+        folder = Path(data_path("neardup"))
+    folder.mkdir(parents=True, exist_ok=True)  # not data_path's createdir, which races the same way
+    return folder / f"{spider_name}.sqlite"
 
 
 def default_db_path(settings: BaseSettings, spider_name: str) -> Path:
