@@ -94,6 +94,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="with workers: seconds a page may take before it is recorded as not judged (timeout); its "
         "worker is stopped and a new one started (default: 60, as NEARDUP_PAGE_TIMEOUT)",
     )
+    scan.add_argument(
+        "--lock-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="seconds to wait for another process's lock on the index file before stopping "
+        "(default: 60, as NEARDUP_LOCK_TIMEOUT)",
+    )
     scan.add_argument("--batch", type=int, default=256, help="pages per committed transaction (default: 256)")
     scan.add_argument(
         "--follow-links",

@@ -4,10 +4,10 @@ the setting; a full disk, a locked index and pathological pages never stop the c
 from __future__ import annotations
 
 import json
-import time
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest

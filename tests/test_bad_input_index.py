@@ -15,6 +15,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from crawling import without_root_override
 
 from scrapy_neardup.cli import main
 from scrapy_neardup.report import write_report
@@ -249,3 +250,57 @@ def test_an_index_left_with_its_wal_is_read_whole_on_a_read_only_file_system(rea
     run = _on_read_only_fs(read_only_fs, "report", "--db", str(db))
     assert run.returncode == 2 and run.stderr.count("\n") == 1 and "Traceback" not in run.stderr
     assert str(db) in run.stderr and "index.db-wal file holds changes" in run.stderr
+
+
+def _scan_refused_in_one_line(run: subprocess.CompletedProcess, db: Path, needle: str) -> None:
+    """One line, and no worker's traceback nor a worker called lost after it."""
+    assert run.returncode == 2 and run.stderr.count("\n") == 1, run.stderr[-3000:]
+    assert str(db) in run.stderr and needle in run.stderr
+    assert "Traceback" not in run.stderr and "abruptly" not in run.stderr
+
+
+def test_a_scan_of_a_locked_index_waits_then_stops_in_one_line(tmp_path, index_file):
+    db = tmp_path / "locked.db"
+    shutil.copy(index_file, db)
+    hold = (
+        "import sqlite3, sys, time; c = sqlite3.connect(sys.argv[1], isolation_level=None); "
+        "c.execute('BEGIN EXCLUSIVE'); print('held', flush=True); time.sleep(60)"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", hold, str(db)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        run = _cli("scan", str(SITE), "--db", str(db), "--workers", "2", "--lock-timeout", "1")
+    finally:
+        holder.kill()
+        holder.wait()
+    _scan_refused_in_one_line(run, db, "another process holds a lock on it")
+
+
+@pytest.mark.parametrize("what", ["file", "folder"])
+def test_a_scan_of_a_read_only_index_stops_in_one_line(tmp_path, what):
+    folder = tmp_path / "kept"
+    folder.mkdir()
+    db = folder / "index.db"
+    assert main(["scan", str(SITE / "articles"), "--db", str(db), "--workers", "0"]) == 0
+    (db if what == "file" else folder).chmod(0o444 if what == "file" else 0o555)
+    before = db.read_bytes()
+    command = [
+        sys.executable,
+        "-m",
+        "scrapy_neardup.cli",
+        "scan",
+        str(SITE),
+        "--db",
+        str(db),
+        "--workers",
+        "2",
+    ]
+    run = subprocess.run([*without_root_override(), *command], capture_output=True, text=True)
+    folder.chmod(0o755)
+    _scan_refused_in_one_line(run, db, "make the file and its folder writable")
+    assert db.read_bytes() == before
+    report = subprocess.run(
+        [*without_root_override(), sys.executable, "-m", "scrapy_neardup.cli", "report", "--db", str(db)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert report.returncode == 0 and "clusters" in json.loads(report.stdout), report.stderr

@@ -107,6 +107,13 @@ class CrawlSettings:
         "the prefix of the Redis index's keys (%(spider)s: the spider's name)",
     )
     reset: bool = knob(False, parse_bool, "delete the index before the crawl starts")
+    lock_timeout: float = knob(
+        60.0,
+        parse_float,
+        "seconds to wait for another process's lock on the index file: at start, the crawl is "
+        "refused after it; later, the page passes unjudged",
+        between(0.1, 86400.0),
+    )
     learn_urls: bool = knob(
         True,
         parse_bool,
@@ -213,7 +220,7 @@ class CrawlSettings:
         kind = backend(self.backend)
         where = getattr(self, kind.location_setting) if kind.location_setting else ""
         key = getattr(self, kind.key_setting) if kind.key_setting else None
-        return IndexSpec(self.backend, str(where), key)
+        return IndexSpec(self.backend, str(where), key, self.lock_timeout)
 
 
 def known_settings() -> frozenset[str]:

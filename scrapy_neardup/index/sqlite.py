@@ -84,7 +84,7 @@ class SQLiteIndex(SQLiteReading, SQLiteUrls):
 
     @classmethod
     def from_spec(cls, spec: IndexSpec, config: DedupConfig) -> SQLiteIndex:
-        return cls(spec.where, config)
+        return cls(spec.where, config, spec.lock_timeout)
 
     @classmethod
     def existing(cls, spec: IndexSpec) -> SQLiteIndex:

@@ -15,6 +15,7 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 # every start slow, and a damage is still met as an error.
 QUICK_CHECK_BYTES = 256 << 20
 WAL_HEADER_BYTES = 32  # a -wal file this short holds no page
+ANOTHER_FILE = " (NEARDUP_DB, or scan --db)"
 
 
 def damage_advice(exc: BaseException) -> str:
@@ -47,9 +48,20 @@ def is_sqlite_file(path: Path) -> bool:
 
 def unusable(path: Path, exc: sqlite3.Error) -> IndexFileError:
     """The error every command gives for a file SQLite cannot use: a file that is no SQLite
-    database is no index; one that is gets the advice for a damaged file."""
+    database is no index; one locked or read-only says what to do; one that is gets the advice
+    for a damaged file."""
     if Path(path).is_file() and Path(path).stat().st_size and not is_sqlite_file(path):
         return IndexFileError(path, f"is not a scrapy-neardup index ({exc})")
+    if isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc)):
+        return IndexFileError(
+            path, f"another process holds a lock on it ({exc}); stop that process, wait longer "
+            f"(NEARDUP_LOCK_TIMEOUT, --lock-timeout) or use another index file{ANOTHER_FILE}",
+        )  # fmt: skip
+    if "readonly" in str(exc):
+        return IndexFileError(
+            path, f"cannot be written ({exc}); make the file and its folder writable, or use another "
+            f"index file{ANOTHER_FILE}; a report can still read it",
+        )  # fmt: skip
     return IndexFileError(path, f"cannot be used as an index ({exc}){damage_advice(exc)}")
 
 
