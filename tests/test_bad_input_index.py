@@ -142,6 +142,7 @@ def test_a_report_that_cannot_be_written_out_says_so_in_one_line(index_file):
             command = [sys.executable, "-m", "scrapy_neardup.cli", "report", "--db", str(index_file)]
             run = subprocess.run([*command, "--format", fmt], stdout=full, stderr=subprocess.PIPE, text=True)
         assert run.returncode == 2 and "Traceback" not in run.stderr and "No space left" in run.stderr
+        assert "standard output: No space left" in run.stderr
     closed = _cli_with_closed_stdout("report", "--db", str(index_file))
     assert closed.returncode == 2 and "-o FILE" in closed.stderr and "Traceback" not in closed.stderr
 
@@ -304,3 +305,49 @@ def test_a_scan_of_a_read_only_index_stops_in_one_line(tmp_path, what):
         capture_output=True, text=True,
     )  # fmt: skip
     assert report.returncode == 0 and "clusters" in json.loads(report.stdout), report.stderr
+
+
+def test_a_report_of_a_path_holding_no_index_file_says_what_is_there(tmp_path):
+    (tmp_path / "folder.db").mkdir()
+    (tmp_path / "null.db").symlink_to("/dev/null")
+    said = {
+        "folder.db": "is a folder, not an index file",
+        "null.db": "is not a regular file",
+        "none.db": "no such index file",
+    }
+    for name, needle in said.items():
+        for out in ([], ["-o", str(tmp_path / "r.html")]):
+            run = _cli("report", "--db", str(tmp_path / name), *out)
+            assert run.returncode == 2 and run.stderr.count("\n") == 1, run.stderr
+            assert str(tmp_path / name) in run.stderr and needle in run.stderr, run.stderr
+
+
+def test_a_text_that_is_not_utf8_gets_a_report_the_advice_for_damage(tmp_path, index_file):
+    db = tmp_path / "texts.db"
+    shutil.copy(index_file, db)
+    with sqlite3.connect(db) as con:
+        con.execute("PRAGMA ignore_check_constraints = ON")  # as a damage writes it
+        con.execute("UPDATE documents SET status = CAST(x'ff75' AS TEXT) WHERE id = 3")
+    con.close()
+    report = _cli("report", "--db", str(db), "--format", "json")
+    scan = _cli("scan", str(SITE / "articles"), "--db", str(db), "--workers", "0")
+    for run in (report, scan):
+        assert run.returncode == 2 and run.stderr.count("\n") == 1 and "Traceback" not in run.stderr
+        assert f"index {db}: cannot be used as an index" in run.stderr
+        assert "restore it from a copy, recover what is readable" in run.stderr, run.stderr
+
+
+def test_a_report_file_on_a_full_disk_is_named(tmp_path, index_file):
+    """A 16 KiB file system of its own (tmpfs, mounted in a mount namespace as read_only_fs is)."""
+    full = tmp_path / "full"
+    full.mkdir()
+    mount = 'mount -t tmpfs -o size=16k tmpfs "$0" && exec "$@"'
+    command = ["unshare", "-Urm", "sh", "-c", mount, str(full), sys.executable, "-m", "scrapy_neardup.cli"]
+    if shutil.which("unshare") is None or subprocess.run([*command[:5], str(full), "true"]).returncode:
+        pytest.skip("cannot mount a small file system here (unshare -Urm, tmpfs)")
+    out = full / "report.html"
+    run = subprocess.run(
+        [*command, "report", "--db", str(index_file), "-o", str(out)], capture_output=True, text=True
+    )
+    assert run.returncode == 2 and run.stderr.count("\n") == 1 and "Traceback" not in run.stderr, run.stderr
+    assert f"{out}: cannot write the report there (No space left on device)" in run.stderr

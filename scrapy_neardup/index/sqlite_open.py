@@ -20,7 +20,7 @@ ANOTHER_FILE = " (NEARDUP_DB, or scan --db)"
 
 def damage_advice(exc: BaseException) -> str:
     """What to do about a damaged file, for the one-line errors that name it."""
-    if "malformed" in str(exc) or "not a database" in str(exc):
+    if any(sign in str(exc) for sign in ("malformed", "not a database", "Could not decode to UTF-8")):
         return "; restore it from a copy, recover what is readable (sqlite3 FILE .recover), or use a new file"
     return ""
 
@@ -63,6 +63,16 @@ def unusable(path: Path, exc: sqlite3.Error) -> IndexFileError:
             f"index file{ANOTHER_FILE}; a report can still read it",
         )  # fmt: skip
     return IndexFileError(path, f"cannot be used as an index ({exc}){damage_advice(exc)}")
+
+
+def no_index_file(path: Path) -> IndexFileError:
+    """The error for a path to read an index from that holds no file: it says what is there."""
+    path = Path(path)
+    if path.is_dir():
+        return IndexFileError(path, "is a folder, not an index file; name the file in it")
+    if path.exists():
+        return IndexFileError(path, "is not a regular file (a device, a pipe, a socket); name an index file")
+    return IndexFileError(path, "no such index file")
 
 
 def _uri(path: Path, options: str) -> str:
