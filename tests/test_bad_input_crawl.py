@@ -127,7 +127,7 @@ def _all_settings() -> list[str]:
     from scrapy_neardup.config import DedupConfig
 
     crawl_side = "ACTION DB BACKEND WORKERS PAGE_TIMEOUT ITEM_FIELD URL_FIELD TAG_FIELD REPORT REPORT_FORMAT"
-    crawl_side += " CANONICAL DEBUG RESET DROP_UNCHANGED LOG_EXTRACTORS DROP_ABOVE"
+    crawl_side += " CANONICAL DEBUG RESET DROP_UNCHANGED LOG_EXTRACTORS DROP_ABOVE LOCK_TIMEOUT"
     return [f"NEARDUP_{name.upper()}" for name, _, _ in DedupConfig.docs()] + [
         f"NEARDUP_{n}" for n in crawl_side.split()
     ]
