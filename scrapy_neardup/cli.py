@@ -20,6 +20,7 @@ from .config import DedupConfig
 from .exceptions import InputError, NearDupError, one_line
 from .index import open_existing
 from .index.sqlite import damage_advice
+from .index.sqlite_open import no_index_file, unusable
 from .methods import Fingerprint, decision_order
 from .offline.scan import config_of, fingerprint_page, index_spec, run_scan
 from .offline.sources import read_page_file
@@ -93,6 +94,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="with workers: seconds a page may take before it is recorded as not judged (timeout); its "
         "worker is stopped and a new one started (default: 60, as NEARDUP_PAGE_TIMEOUT)",
+    )
+    scan.add_argument(
+        "--lock-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="seconds to wait for another process's lock on the index file before stopping "
+        "(default: 60, as NEARDUP_LOCK_TIMEOUT)",
     )
     scan.add_argument("--batch", type=int, default=256, help="pages per committed transaction (default: 256)")
     scan.add_argument(
@@ -255,8 +264,8 @@ def run_compare(args: argparse.Namespace) -> int:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    if args.db and not Path(args.db).exists():
-        raise InputError(f"{args.db}: no such index file")
+    if args.db and not Path(args.db).is_file():
+        raise no_index_file(Path(args.db))
     if args.text_budget < 0:
         raise InputError(f"--text-budget: must be 0 or more, got {args.text_budget}")
     fmt = args.format or format_for(args.output)
@@ -307,8 +316,9 @@ def main(argv: list[str] | None = None) -> int:
         print(one_line(f"scrapy-neardup: error: {exc}"), file=sys.stderr)
         return 2
     except sqlite3.DatabaseError as exc:  # met while reading or writing a file that opened well
-        db = getattr(args, "db", None) or "the index"
-        print(one_line(f"scrapy-neardup: error: {db}: {exc}{damage_advice(exc)}"), file=sys.stderr)
+        db = getattr(args, "db", None)
+        error = unusable(Path(db), exc) if db else f"the index: {exc}{damage_advice(exc)}"
+        print(one_line(f"scrapy-neardup: error: {error}"), file=sys.stderr)
         return 2
     except BrokenPipeError:  # the reader went away (``| head``): stop quietly, as Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
@@ -316,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # writing the output: a full disk, /dev/full
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        where = exc.filename or "the output"
+        where = exc.filename or "standard output"
         print(one_line(f"scrapy-neardup: error: {where}: {exc.strerror or exc}"), file=sys.stderr)
         return 2
 

@@ -7,6 +7,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -126,7 +127,7 @@ def _all_settings() -> list[str]:
     from scrapy_neardup.config import DedupConfig
 
     crawl_side = "ACTION DB BACKEND WORKERS PAGE_TIMEOUT ITEM_FIELD URL_FIELD TAG_FIELD REPORT REPORT_FORMAT"
-    crawl_side += " CANONICAL DEBUG RESET DROP_UNCHANGED LOG_EXTRACTORS DROP_ABOVE"
+    crawl_side += " CANONICAL DEBUG RESET DROP_UNCHANGED LOG_EXTRACTORS DROP_ABOVE LOCK_TIMEOUT"
     return [f"NEARDUP_{name.upper()}" for name, _, _ in DedupConfig.docs()] + [
         f"NEARDUP_{n}" for n in crawl_side.split()
     ]
@@ -147,7 +148,8 @@ def test_every_setting_rejects_a_wrong_value_naming_itself(tmp_path, setting, va
         DedupConfig.from_settings(settings)
         CrawlSettings.from_settings(settings, "spider")
     except ConfigError as exc:
-        assert setting in str(exc)
+        assert str(exc).startswith(f"{setting}: ") and "NEARDUP_NEARDUP" not in str(exc), str(exc)
+        assert exc.setting == setting
 
 
 def _foreign(path: Path, kind: str) -> None:
@@ -210,3 +212,54 @@ def test_a_reset_of_an_empty_file_makes_it_the_index(tmp_path, site):
     db.touch()
     result = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_DB": str(db), "NEARDUP_RESET": True})
     assert result["stats"]["neardup/dropped"] == len(expected("duplicate"))
+
+
+_START_AT_ONCE = """
+import sys, time
+from scrapy.settings import Settings
+from scrapy_neardup.config import DedupConfig
+from scrapy_neardup.crawl.settings import CrawlSettings
+from scrapy_neardup.index import open_index
+
+start, backend, redis_url = float(sys.argv[1]), sys.argv[2], sys.argv[3]
+settings = Settings({"NEARDUP_BACKEND": backend, "REDIS_URL": redis_url, "NEARDUP_REDIS_KEY": sys.argv[4]})
+time.sleep(max(0.0, start - time.time()))  # all together, past their imports
+crawl = CrawlSettings.from_settings(settings, "site")
+index = open_index(crawl.index_spec, DedupConfig.from_settings(settings))
+index.begin_run("drop")
+index.end_run()
+index.close()
+"""
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "redis"])
+def test_crawls_started_at_once_in_one_project_folder_all_start(tmp_path, request, backend):
+    """Each crawl makes the project's .scrapy/neardup folder (also one whose index is in Redis)."""
+    redis_url = request.getfixturevalue("redis_url") if backend == "redis" else ""
+    for round_ in range(6):
+        project = tmp_path / f"project-{round_}"
+        project.mkdir()
+        (project / "scrapy.cfg").write_text("[settings]\ndefault = none\n")
+        start = time.time() + 1.5
+        args = [str(start), backend, redis_url, f"test:{round_}:{time.time_ns()}"]
+        runs = [
+            subprocess.Popen(
+                [sys.executable, "-c", _START_AT_ONCE, *args], cwd=project, stderr=subprocess.PIPE, text=True
+            )
+            for _ in range(4)
+        ]
+        errors = [run.communicate(timeout=120)[1] for run in runs]
+        assert [run.returncode for run in runs] == [0] * 4, "\n".join(errors)[-3000:]
+        assert (project / ".scrapy" / "neardup").is_dir()
+
+
+def test_a_bad_value_names_its_setting_once(tmp_path, site):
+    result = crawl(
+        tmp_path,
+        [site + "/"],
+        {**ADDON, "NEARDUP_DB": str(tmp_path / "i.db"), "NEARDUP_ACTION": "delete"},
+        check=False,
+    )
+    first = [line for line in result["stderr"].splitlines() if "scrapy-neardup cannot start" in line]
+    assert first and "NEARDUP_ACTION: unknown value 'delete'" in first[0], result["stderr"][-2000:]
+    assert "NEARDUP_NEARDUP" not in result["stderr"]

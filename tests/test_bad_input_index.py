@@ -15,6 +15,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from crawling import without_root_override
 
 from scrapy_neardup.cli import main
 from scrapy_neardup.report import write_report
@@ -141,6 +142,7 @@ def test_a_report_that_cannot_be_written_out_says_so_in_one_line(index_file):
             command = [sys.executable, "-m", "scrapy_neardup.cli", "report", "--db", str(index_file)]
             run = subprocess.run([*command, "--format", fmt], stdout=full, stderr=subprocess.PIPE, text=True)
         assert run.returncode == 2 and "Traceback" not in run.stderr and "No space left" in run.stderr
+        assert "standard output: No space left" in run.stderr
     closed = _cli_with_closed_stdout("report", "--db", str(index_file))
     assert closed.returncode == 2 and "-o FILE" in closed.stderr and "Traceback" not in closed.stderr
 
@@ -249,3 +251,103 @@ def test_an_index_left_with_its_wal_is_read_whole_on_a_read_only_file_system(rea
     run = _on_read_only_fs(read_only_fs, "report", "--db", str(db))
     assert run.returncode == 2 and run.stderr.count("\n") == 1 and "Traceback" not in run.stderr
     assert str(db) in run.stderr and "index.db-wal file holds changes" in run.stderr
+
+
+def _scan_refused_in_one_line(run: subprocess.CompletedProcess, db: Path, needle: str) -> None:
+    """One line, and no worker's traceback nor a worker called lost after it."""
+    assert run.returncode == 2 and run.stderr.count("\n") == 1, run.stderr[-3000:]
+    assert str(db) in run.stderr and needle in run.stderr
+    assert "Traceback" not in run.stderr and "abruptly" not in run.stderr
+
+
+def test_a_scan_of_a_locked_index_waits_then_stops_in_one_line(tmp_path, index_file):
+    db = tmp_path / "locked.db"
+    shutil.copy(index_file, db)
+    hold = (
+        "import sqlite3, sys, time; c = sqlite3.connect(sys.argv[1], isolation_level=None); "
+        "c.execute('BEGIN EXCLUSIVE'); print('held', flush=True); time.sleep(60)"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", hold, str(db)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        run = _cli("scan", str(SITE), "--db", str(db), "--workers", "2", "--lock-timeout", "1")
+    finally:
+        holder.kill()
+        holder.wait()
+    _scan_refused_in_one_line(run, db, "another process holds a lock on it")
+
+
+@pytest.mark.parametrize("what", ["file", "folder"])
+def test_a_scan_of_a_read_only_index_stops_in_one_line(tmp_path, what):
+    folder = tmp_path / "kept"
+    folder.mkdir()
+    db = folder / "index.db"
+    assert main(["scan", str(SITE / "articles"), "--db", str(db), "--workers", "0"]) == 0
+    (db if what == "file" else folder).chmod(0o444 if what == "file" else 0o555)
+    before = db.read_bytes()
+    command = [
+        sys.executable,
+        "-m",
+        "scrapy_neardup.cli",
+        "scan",
+        str(SITE),
+        "--db",
+        str(db),
+        "--workers",
+        "2",
+    ]
+    run = subprocess.run([*without_root_override(), *command], capture_output=True, text=True)
+    folder.chmod(0o755)
+    _scan_refused_in_one_line(run, db, "make the file and its folder writable")
+    assert db.read_bytes() == before
+    report = subprocess.run(
+        [*without_root_override(), sys.executable, "-m", "scrapy_neardup.cli", "report", "--db", str(db)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert report.returncode == 0 and "clusters" in json.loads(report.stdout), report.stderr
+
+
+def test_a_report_of_a_path_holding_no_index_file_says_what_is_there(tmp_path):
+    (tmp_path / "folder.db").mkdir()
+    (tmp_path / "null.db").symlink_to("/dev/null")
+    said = {
+        "folder.db": "is a folder, not an index file",
+        "null.db": "is not a regular file",
+        "none.db": "no such index file",
+    }
+    for name, needle in said.items():
+        for out in ([], ["-o", str(tmp_path / "r.html")]):
+            run = _cli("report", "--db", str(tmp_path / name), *out)
+            assert run.returncode == 2 and run.stderr.count("\n") == 1, run.stderr
+            assert str(tmp_path / name) in run.stderr and needle in run.stderr, run.stderr
+
+
+def test_a_text_that_is_not_utf8_gets_a_report_the_advice_for_damage(tmp_path, index_file):
+    db = tmp_path / "texts.db"
+    shutil.copy(index_file, db)
+    with sqlite3.connect(db) as con:
+        con.execute("PRAGMA ignore_check_constraints = ON")  # as a damage writes it
+        con.execute("UPDATE documents SET status = CAST(x'ff75' AS TEXT) WHERE id = 3")
+    con.close()
+    report = _cli("report", "--db", str(db), "--format", "json")
+    scan = _cli("scan", str(SITE / "articles"), "--db", str(db), "--workers", "0")
+    for run in (report, scan):
+        assert run.returncode == 2 and run.stderr.count("\n") == 1 and "Traceback" not in run.stderr
+        assert f"index {db}: cannot be used as an index" in run.stderr
+        assert "restore it from a copy, recover what is readable" in run.stderr, run.stderr
+
+
+def test_a_report_file_on_a_full_disk_is_named(tmp_path, index_file):
+    """A 16 KiB file system of its own (tmpfs, mounted in a mount namespace as read_only_fs is)."""
+    full = tmp_path / "full"
+    full.mkdir()
+    mount = 'mount -t tmpfs -o size=16k tmpfs "$0" && exec "$@"'
+    command = ["unshare", "-Urm", "sh", "-c", mount, str(full), sys.executable, "-m", "scrapy_neardup.cli"]
+    if shutil.which("unshare") is None or subprocess.run([*command[:5], str(full), "true"]).returncode:
+        pytest.skip("cannot mount a small file system here (unshare -Urm, tmpfs)")
+    out = full / "report.html"
+    run = subprocess.run(
+        [*command, "report", "--db", str(index_file), "-o", str(out)], capture_output=True, text=True
+    )
+    assert run.returncode == 2 and run.stderr.count("\n") == 1 and "Traceback" not in run.stderr, run.stderr
+    assert f"{out}: cannot write the report there (No space left on device)" in run.stderr

@@ -570,3 +570,23 @@ def test_the_progress_line_gives_the_rate_and_the_share_read(tmp_path, capsys):
     meter.show(24, 3)
     line = capsys.readouterr().err
     assert re.match(r"\rscanned 24 pages, 3 duplicates, [\d,]+ pages/s; 100% of 0\.0 MB read$", line)
+
+
+def test_a_folder_of_files_a_folder_is_not_read_for_says_why_none_was_read(tmp_path, caplog, capsys):
+    folder = tmp_path / "feeds"
+    (folder / "old").mkdir(parents=True)
+    (folder / "a.jl").write_text(item(1) + "\n")
+    (folder / "b.jl").write_text(item(2) + "\n")
+    (folder / "old" / "crawl.warc.gz").write_bytes(gzip.compress(b""))
+    (folder / "notes").write_text("no pages here")
+    urls, _ = scan(tmp_path, folder)
+    assert urls == [] and "scanned 0 pages" in capsys.readouterr().out
+    said = [r.getMessage() for r in caplog.records if "read none" in r.getMessage()]
+    assert said == [
+        f"{folder}: met 4 files (2 .jl, 1 .warc.gz, 1 no suffix) and read none: a folder is read for its "
+        ".html, .htm, .xhtml, .txt files (optionally .gz); scan a .jl or .warc.gz file by naming it"
+    ], said
+    (folder / "page.html").write_text(page(3))  # one page file read: nothing to explain
+    caplog.clear()
+    assert scan(tmp_path, folder)[0] == ["page.html"]
+    assert not [r for r in caplog.records if "read none" in r.getMessage()]

@@ -7,6 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from crawling import without_root_override
+
 from scrapy_neardup.cli import main
 
 PROJECT = Path(__file__).resolve().parents[1] / "example_project"
@@ -52,3 +55,48 @@ def test_scrapy_crawl_with_a_bad_setting_fails_in_one_line(tmp_path):
     assert len(said) == 1 and "NEARDUP_SPOTSIGS_THRESHOLD" in said[0], done.stderr[-2000:]
     assert "Traceback" not in done.stderr and "never retrieved" not in done.stderr
     assert not (tmp_path / "i.db").exists()
+
+
+def _refused_in_one_line(done: subprocess.CompletedProcess, db: Path, needle: str) -> None:
+    assert done.returncode == 1, done.stderr[-2000:]
+    said = [line for line in done.stderr.splitlines() if "scrapy-neardup cannot start" in line]
+    assert len(said) == 1 and str(db) in said[0] and needle in said[0], done.stderr[-2000:]
+    assert "Traceback" not in done.stderr and "never retrieved" not in done.stderr
+
+
+def test_scrapy_crawl_on_a_locked_index_waits_then_fails_in_one_line(tmp_path):
+    db = tmp_path / "locked.db"
+    assert main(["scan", str(SITE / "articles"), "--db", str(db), "--workers", "0"]) == 0
+    hold = (
+        "import sqlite3, sys, time; c = sqlite3.connect(sys.argv[1], isolation_level=None); "
+        "c.execute('BEGIN EXCLUSIVE'); print('held', flush=True); time.sleep(60)"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", hold, str(db)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        done = scrapy(
+            "crawl", "news", "-a", "start_url=http://127.0.0.1:9/", "-s", f"NEARDUP_DB={db}",
+            "-s", "NEARDUP_LOCK_TIMEOUT=1",
+        )  # fmt: skip
+    finally:
+        holder.kill()
+        holder.wait()
+    _refused_in_one_line(done, db, "another process holds a lock on it")
+
+
+@pytest.mark.parametrize("what", ["file", "folder"])
+def test_scrapy_crawl_on_a_read_only_index_fails_in_one_line(tmp_path, what):
+    folder = tmp_path / "kept"
+    folder.mkdir()
+    db = folder / "index.db"
+    assert main(["scan", str(SITE / "articles"), "--db", str(db), "--workers", "0"]) == 0
+    (db if what == "file" else folder).chmod(0o444 if what == "file" else 0o555)
+    before = db.read_bytes()
+    command = [sys.executable, "-m", "scrapy", "crawl", "news", "-a", "start_url=http://127.0.0.1:9/"]
+    done = subprocess.run(
+        [*without_root_override(), *command, "-s", f"NEARDUP_DB={db}"],
+        cwd=PROJECT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    folder.chmod(0o755)
+    _refused_in_one_line(done, db, "make the file and its folder writable")
+    assert db.read_bytes() == before

@@ -107,6 +107,13 @@ class CrawlSettings:
         "the prefix of the Redis index's keys (%(spider)s: the spider's name)",
     )
     reset: bool = knob(False, parse_bool, "delete the index before the crawl starts")
+    lock_timeout: float = knob(
+        60.0,
+        parse_float,
+        "seconds to wait for another process's lock on the index file: at start, the crawl is "
+        "refused after it; later, the page passes unjudged",
+        between(0.1, 86400.0),
+    )
     learn_urls: bool = knob(
         True,
         parse_bool,
@@ -173,8 +180,9 @@ class CrawlSettings:
             return None if value == "" and not strict else value
 
         declared = {f.name: f for f in declarations(cls)}
+        values = parsed(cls, given, setting_name)  # its errors name the setting already
         try:
-            read = cls(**parsed(cls, given, setting_name))
+            read = cls(**values)
         except ConfigError as exc:
             raise renamed(exc, setting_name) from None
         return read._completed(settings, spider_name)
@@ -212,7 +220,7 @@ class CrawlSettings:
         kind = backend(self.backend)
         where = getattr(self, kind.location_setting) if kind.location_setting else ""
         key = getattr(self, kind.key_setting) if kind.key_setting else None
-        return IndexSpec(self.backend, str(where), key)
+        return IndexSpec(self.backend, str(where), key, self.lock_timeout)
 
 
 def known_settings() -> frozenset[str]:
@@ -269,7 +277,12 @@ def _default_db(settings: BaseSettings, spider_name: str) -> Path:
     file in the project's data folder."""
     if settings.get("JOBDIR"):
         return Path(settings.get("JOBDIR")) / "neardup.sqlite"
-    return Path(data_path("neardup", createdir=True)) / f"{spider_name}.sqlite"
+    try:
+        folder = Path(data_path("neardup"))
+    except FileExistsError:  # Scrapy makes .scrapy without exist_ok: another crawl made it just now
+        folder = Path(data_path("neardup"))
+    folder.mkdir(parents=True, exist_ok=True)  # not data_path's createdir, which races the same way
+    return folder / f"{spider_name}.sqlite"
 
 
 def default_db_path(settings: BaseSettings, spider_name: str) -> Path:

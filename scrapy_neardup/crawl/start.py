@@ -11,7 +11,7 @@ from scrapy.crawler import Crawler
 
 from ..config import DedupConfig
 from ..detector import Detector
-from ..exceptions import NearDupError
+from ..exceptions import IndexFileError, NearDupError
 from ..index import open_index
 from ..workers import WorkerPool
 from .policy import Action, Policy
@@ -48,8 +48,14 @@ def open_session_parts(crawler: Crawler) -> Opened:
         for name in EXTRACTOR_LOGGERS:
             logging.getLogger(name).setLevel(logging.ERROR)  # trafilatura warns of pages it discards
     index = open_index(settings.index_spec, config, reset=settings.reset)
-    held = index.stats()
-    index.begin_run(settings.action.value)
+    try:
+        held = index.stats()
+        index.begin_run(settings.action.value)
+    except Exception as exc:  # a lock taken, a server lost, since the index was opened
+        if not index.is_storage_error(exc):
+            raise
+        index.close()
+        raise IndexFileError(index.path, f"failed at the crawl's start ({exc})") from None
     workers = WorkerPool(config, settings.workers, settings.page_timeout, settings.workers_after)
     policy = Policy(settings.action, settings.drop_above, settings.drop_unchanged)
     earlier = (

@@ -52,13 +52,14 @@ class IndexSpec:
     backend: str
     where: str = ""
     key: str | None = None
+    lock_timeout: float = 60.0  # seconds a file's writer waits for another process's lock
 
     @classmethod
-    def parse(cls, where: Any, key: str | None = None) -> IndexSpec:
+    def parse(cls, where: Any, key: str | None = None, lock_timeout: float = 60.0) -> IndexSpec:
         """The spec a location names by its form: a Redis URL, ``memory:``, else an SQLite file."""
         text = str(where)
         name = next((name for scheme, name in _SCHEMES.items() if text.startswith(scheme)), "sqlite")
-        return cls(name, text, key)
+        return cls(name, text, key, lock_timeout)
 
 
 def backend(name: str) -> Any:

@@ -33,7 +33,7 @@ from .lookup_keys import exact_key, lookup_keys, raw_key
 from .records import earlier_of, stored_row, verdict_of
 from .runs import running
 from .sqlite_file import IndexFile
-from .sqlite_open import damage_advice, file_bytes, holds_index, stored_config
+from .sqlite_open import damage_advice, file_bytes, holds_index, no_index_file, stored_config
 from .sqlite_reading import SQLiteReading
 from .sqlite_spots import SpotLists
 from .sqlite_urls import SQLiteUrls
@@ -84,13 +84,13 @@ class SQLiteIndex(SQLiteReading, SQLiteUrls):
 
     @classmethod
     def from_spec(cls, spec: IndexSpec, config: DedupConfig) -> SQLiteIndex:
-        return cls(spec.where, config)
+        return cls(spec.where, config, spec.lock_timeout)
 
     @classmethod
     def existing(cls, spec: IndexSpec) -> SQLiteIndex:
         path = Path(spec.where)
         if not path.is_file():
-            raise IndexFileError(path, "no such index file")
+            raise no_index_file(path)
         return cls.open_existing(path)
 
     @classmethod

@@ -71,6 +71,8 @@ class IndexFile:
                 )
             self.db.execute(f"PRAGMA busy_timeout = {int(min(timeout, LOCK_NOTICE) * 1000)}")
             self._open_retrying(timeout, simhash_keys)
+            if not read_only:
+                self._check_writable()
         except sqlite3.DatabaseError as exc:
             raise unusable(self.path, exc) from None
         except OSError as exc:
@@ -114,6 +116,19 @@ class IndexFile:
             self.spot_keys, self.stores_simhash = schema.spot_keys(meta, self.config, self.path)
         except (KeyError, ValueError, TypeError, AttributeError, IndexError) as exc:  # forged or damaged
             raise IndexFileError(self.path, f"has damaged settings in its meta table ({exc!r})") from None
+
+    def _check_writable(self) -> None:
+        """Meet a file that cannot be written, or another process's lock held past the timeout,
+        here: a header field rewritten with its own value and rolled back, as a check would
+        write it. SQLite opens a file it may not write without a word, and takes the lock of
+        BEGIN IMMEDIATE on it."""
+        self._begin()
+        try:
+            version = self.db.execute("PRAGMA user_version").fetchone()[0]
+            self.db.execute(f"PRAGMA user_version = {int(version)}")
+        finally:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
 
     # --- transactions ---------------------------------------------------------------------
 

@@ -15,11 +15,12 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 # every start slow, and a damage is still met as an error.
 QUICK_CHECK_BYTES = 256 << 20
 WAL_HEADER_BYTES = 32  # a -wal file this short holds no page
+ANOTHER_FILE = " (NEARDUP_DB, or scan --db)"
 
 
 def damage_advice(exc: BaseException) -> str:
     """What to do about a damaged file, for the one-line errors that name it."""
-    if "malformed" in str(exc) or "not a database" in str(exc):
+    if any(sign in str(exc) for sign in ("malformed", "not a database", "Could not decode to UTF-8")):
         return "; restore it from a copy, recover what is readable (sqlite3 FILE .recover), or use a new file"
     return ""
 
@@ -47,10 +48,31 @@ def is_sqlite_file(path: Path) -> bool:
 
 def unusable(path: Path, exc: sqlite3.Error) -> IndexFileError:
     """The error every command gives for a file SQLite cannot use: a file that is no SQLite
-    database is no index; one that is gets the advice for a damaged file."""
+    database is no index; one locked or read-only says what to do; one that is gets the advice
+    for a damaged file."""
     if Path(path).is_file() and Path(path).stat().st_size and not is_sqlite_file(path):
         return IndexFileError(path, f"is not a scrapy-neardup index ({exc})")
+    if isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc)):
+        return IndexFileError(
+            path, f"another process holds a lock on it ({exc}); stop that process, wait longer "
+            f"(NEARDUP_LOCK_TIMEOUT, --lock-timeout) or use another index file{ANOTHER_FILE}",
+        )  # fmt: skip
+    if "readonly" in str(exc):
+        return IndexFileError(
+            path, f"cannot be written ({exc}); make the file and its folder writable, or use another "
+            f"index file{ANOTHER_FILE}; a report can still read it",
+        )  # fmt: skip
     return IndexFileError(path, f"cannot be used as an index ({exc}){damage_advice(exc)}")
+
+
+def no_index_file(path: Path) -> IndexFileError:
+    """The error for a path to read an index from that holds no file: it says what is there."""
+    path = Path(path)
+    if path.is_dir():
+        return IndexFileError(path, "is a folder, not an index file; name the file in it")
+    if path.exists():
+        return IndexFileError(path, "is not a regular file (a device, a pipe, a socket); name an index file")
+    return IndexFileError(path, "no such index file")
 
 
 def _uri(path: Path, options: str) -> str:

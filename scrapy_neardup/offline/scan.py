@@ -44,7 +44,7 @@ def config_of(args: argparse.Namespace) -> DedupConfig:
 def index_spec(args: argparse.Namespace) -> IndexSpec:
     """The index the arguments name: an SQLite file (--db), or a Redis index (--redis, --redis-key)."""
     if args.db:
-        return IndexSpec.parse(args.db)
+        return IndexSpec.parse(args.db, lock_timeout=getattr(args, "lock_timeout", 60.0))
     if not args.redis_key:
         raise InputError("--redis needs --redis-key: the index's key prefix (a crawl's is <spider>:neardup)")
     return IndexSpec("redis", args.redis, args.redis_key)  # a URL of another form is refused there
@@ -55,6 +55,8 @@ def run_scan(args: argparse.Namespace) -> int:
         raise InputError(f"--batch: must be between 1 and 1,000,000, got {args.batch}")
     if not 0 <= args.workers <= MAX_WORKERS:
         raise InputError(f"--workers: must be between 0 and {MAX_WORKERS}, got {args.workers}")
+    if not 0.1 <= args.lock_timeout <= 86400:
+        raise InputError(f"--lock-timeout: must be between 0.1 and 86400 seconds, got {args.lock_timeout}")
     if not 0.1 <= args.page_timeout <= 86400:
         raise InputError(f"--page-timeout: must be between 0.1 and 86400 seconds, got {args.page_timeout}")
     if args.field is not None and not args.field.strip():

@@ -15,6 +15,7 @@ import os
 import re
 import stat
 import zlib
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urljoin
@@ -90,11 +91,33 @@ def read_pages(
     if not path.is_dir():
         yield from _read_file(path, path.name, field, skips, max_body)
         return
-    done = 0
-    for file in _folder_pages(path, follow_links, skips):
+    done, files, unread = 0, 0, Counter()
+    for file in _folder_pages(path, follow_links, skips, unread):
+        files += 1
         for page in _read_file(file, file.relative_to(path).as_posix(), field, skips, max_body):
             yield dataclasses.replace(page, read_to=done + page.read_to)
         done += _size(file)
+    if not files and unread:
+        _say_none_read(path, unread)
+
+
+def _say_none_read(folder: Path, unread: Counter[str]) -> None:
+    """Why a folder gave no page: the files in it are of kinds a folder is not read for."""
+    met = ", ".join(f"{n} {suffix}" for suffix, n in sorted(unread.items(), key=lambda kv: (-kv[1], kv[0])))
+    named = sorted(s for s in unread if _kind(Path("x" + s)) in ("feed", "warc"))
+    hint = f"; scan a {' or '.join(named)} file by naming it" if named else ""
+    logger.warning(
+        "%s: met %d files (%s) and read none: a folder is read for its %s files (optionally .gz)%s",
+        path_name(folder), sum(unread.values()), met, ", ".join(HTML_SUFFIXES + TEXT_SUFFIXES), hint,
+    )  # fmt: skip
+
+
+def _suffix(name: str) -> str:
+    """A file's kind as its name shows it: ``.warc``, ``.jl.gz``, or ``no suffix``."""
+    name = name.lower()
+    gz = name.endswith(".gz") and name != ".gz"
+    suffix = Path(name[:-3] if gz else name).suffix + (".gz" if gz else "")
+    return suffix or "no suffix"
 
 
 def input_size(path: str | Path, follow_links: bool = False) -> int:
@@ -120,11 +143,11 @@ _SPECIAL = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCH
             (stat.S_ISBLK, "a block device"))  # fmt: skip
 
 
-def _folder_pages(root: Path, follow_links: bool, skips: Skips) -> Iterator[Path]:
+def _folder_pages(root: Path, follow_links: bool, skips: Skips, unread: Counter[str]) -> Iterator[Path]:
     """The page files under ``root``, each folder's files by name and then its folders; every other
     entry that could hold pages is named with why it is skipped (a special file, a link out of
-    ``root``, a broken link, a folder that cannot be read). Each folder is read once, however
-    many links lead to it."""
+    ``root``, a broken link, a folder that cannot be read), and the other files counted in
+    ``unread`` by suffix. Each folder is read once, however many links lead to it."""
     top = root.resolve()
     seen: set[tuple[int, int]] = set()
     folders = [root]  # depth first, without recursion: a folder may nest thousands deep
@@ -149,6 +172,8 @@ def _folder_pages(root: Path, follow_links: bool, skips: Skips) -> Iterator[Path
                 yield Path(entry.path)
             elif kind is not None:
                 skips(kind[0], path_name(Path(entry.path)), kind[1])
+            elif entry.is_file():
+                unread[_suffix(entry.name)] += 1
         folders.extend(reversed(inner))
 
 

@@ -13,8 +13,9 @@ import tempfile
 from pathlib import Path
 from typing import TextIO
 
-from ..exceptions import ConfigError, IndexFileError, InputError
+from ..exceptions import ConfigError, InputError
 from ..index import Index, SQLiteIndex
+from ..index.sqlite_open import no_index_file
 from ..text import storable
 from .clusters import CANONICAL_POLICIES, ClusterSet, check_policy, load_clusters
 from .csv_report import write_csv
@@ -106,7 +107,7 @@ def write_report(
     db = Path(db_path)
     _check_output(Path(out_path), fmt, canonical)
     if not db.is_file():
-        raise IndexFileError(db, "no such index file")
+        raise no_index_file(db)
     check_report_path(Path(out_path), db)
     with SQLiteIndex.open_existing(db) as index:
         return write_index_report(
@@ -139,9 +140,11 @@ def write_index_report(
             render_report(index, handle, fmt, canonical, progress, source=source, text_budget=text_budget)
         os.chmod(tmp, 0o644)
         os.replace(tmp, out)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and not isinstance(exc, BrokenPipeError):  # a full disk
+            raise InputError(f"{out}: cannot write the report there ({exc.strerror or exc})") from None
         raise
     return out
 
