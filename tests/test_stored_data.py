@@ -227,7 +227,17 @@ def test_a_crawl_of_urls_with_tabs_in_parameter_names_leaves_an_index_the_next_c
     stored = {parse_qs(urlsplit(item["url"]).query).get("id", [""])[0] for item in again["items"]}
     assert len(stored & {str(n) for n in range(40)}) >= 30  # (every one: the re-runs of issue 39)
     report = subprocess.run(
-        [sys.executable, "-m", "scrapy_neardup.cli", "report", "--db", str(db), "-o", str(tmp_path / "r.html")],
-        capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "scrapy_neardup.cli",
+            "report",
+            "--db",
+            str(db),
+            "-o",
+            str(tmp_path / "r.html"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert report.returncode == 0 and "Traceback" not in report.stderr, report.stderr

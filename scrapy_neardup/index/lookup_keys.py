@@ -16,11 +16,13 @@ from .codecs import signed
 
 # The kind of a raw body's hash (the methods' kinds are in ``methods``).
 RAW_KIND = 7
+MASK = (1 << 64) - 1
 
 
 def key(*parts: int) -> int:
-    """A signed 64-bit lookup key for a tuple of non-negative ints below 2**64."""
-    return signed(xxhash.xxh3_64_intdigest(b"".join(p.to_bytes(8, "little") for p in parts)))
+    """A signed 64-bit lookup key for a tuple of ints, each taken modulo 2**64 (a scope id read
+    from a damaged index may be anything)."""
+    return signed(xxhash.xxh3_64_intdigest(b"".join((p & MASK).to_bytes(8, "little") for p in parts)))
 
 
 def lookup_keys(

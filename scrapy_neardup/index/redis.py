@@ -38,7 +38,7 @@ from .pruning import SpotClasses
 from .records import earlier_of, stored_row, verdict_of
 from .redis_connection import ReadsAsMissing, RedisConnection, safe_url, unlink_keys, unreachable
 from .redis_reading import RedisReading
-from .redis_replies import reply_ids, reply_int, reply_text
+from .redis_replies import reply_count, reply_ids, reply_int, reply_text
 from .redis_runs import RedisRuns
 from .redis_spots import RedisSpots
 from .redis_urls import URL_KEYS, URL_KINDS, RedisUrls
@@ -336,7 +336,7 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns, RedisUrls
             if value is None:
                 self.r.hsetnx(self.k("scopes"), storable(name), self.r.incr(self.k("scope_next")))
                 value = self.r.hget(self.k("scopes"), storable(name))
-            if reply_int(value) is None:  # damaged: the scope gets a new id
+            if reply_count(value) is None:  # damaged: the scope gets a new id
                 value = self.r.incr(self.k("scope_next"))
                 self.r.hset(self.k("scopes"), storable(name), value)
             self._scope_ids[name] = int(value)

@@ -19,7 +19,7 @@ from ..config import DedupConfig
 from ..exceptions import IndexFileError
 from . import redis_spots, schema
 from .base import Conflict
-from .redis_replies import reply_int, reply_text
+from .redis_replies import reply_count, reply_int, reply_text
 
 logger = logging.getLogger(__name__)
 
@@ -41,12 +41,6 @@ def read_as_missing(commands: list[tuple], replies: list[Any]) -> list[Any]:
         )
         for command, reply in zip(commands, replies, strict=True)
     ]
-
-
-def _counter(value: bytes) -> bool:
-    """Whether a stored counter can be counted on (an integer far from overflowing)."""
-    number = reply_int(value)
-    return number is not None and 0 <= number < 1 << 60
 
 
 def unlink_keys(r: Any, keys: list[bytes], kinds: list[bytes]) -> int:
@@ -178,12 +172,13 @@ class RedisConnection:
             pipe.type(self.k(name))
         for name, found in zip(KEY_TYPES, pipe.execute(), strict=True):
             if found not in (KEY_TYPES[name], b"none"):
-                logger.warning("%s: key %s is no key of the index (a %s); deleted", self.path, name, found)
+                kind = found.decode()
+                logger.warning("%s: key %s is no key of the index (a %s); deleted", self.path, name, kind)
                 self.r.delete(self.k(name))
         ids = {"next": "doc", "scope_next": None, "run_next": "run", "url_skip_next": "url_skip"}
         for name, kind in ids.items():
             value = self.r.get(self.k(name))
-            if value is None or _counter(value):
+            if value is None or reply_count(value) is not None:
                 continue
             used = [self.k(kind, "")] if kind else []
             found = (reply_int(key.rsplit(b":", 1)[1]) or 0 for key in self._scan(used))
@@ -192,7 +187,7 @@ class RedisConnection:
             self.r.delete(self.k(name))
             self.r.set(self.k(name), top + 1_000_000)
         for total in ("counts", "df", "url_same", "url_differ"):
-            bad = [f for f, v in self.r.hgetall(self.k(total)).items() if not _counter(v)]
+            bad = [f for f, v in self.r.hgetall(self.k(total)).items() if reply_count(v) is None]
             if bad:
                 self.r.hdel(self.k(total), *bad)
 

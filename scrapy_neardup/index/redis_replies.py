@@ -37,3 +37,9 @@ def reply_text(value: bytes | None) -> str | None:
 def reply_ids(members: Iterable[bytes]) -> list[int]:
     """The document ids of a set or listing, leaving out a member that is none."""
     return [i for i in map(reply_int, members) if i is not None and i >= 0]
+
+
+def reply_count(value: bytes | None) -> int | None:
+    """A counter or id as the index writes it: an integer from 0 and far from overflowing."""
+    number = reply_int(value)
+    return number if number is not None and 0 <= number < 1 << 60 else None
