@@ -29,6 +29,48 @@ _HTML_TAG = re.compile(
     re.IGNORECASE,
 )
 _PAGE_TAG = re.compile(rb"<(?:!doctype|html|head|body)\b", re.IGNORECASE)
+# resiliparse's extraction (and its parser, for open formatting tags) takes time quadratic in how
+# deep elements nest: 10,000 levels 1.7 s, 200,000 about 13 minutes, in C that no signal stops.
+# Real pages nest tens of levels (51 at most over the test data, by ``nesting_depth``). Rows and
+# cells do not count: resiliparse takes 0.4 s on 60,000 nested tables.
+MAX_DEPTH = 5_000
+# trafilatura spends 20 to 100 microseconds an element: past this many tags, resiliparse judges the page.
+MAX_TRAFILATURA_TAGS = 100_000
+# A tag's name and the rest up to its ">" (or the next "<"): nothing after a run can fail, so no backtracking.
+_TAG = re.compile(r"<(/?)([a-zA-Z][^\s/<>]*)([^<>]*)")
+# Tags after which nothing nests (void), or that the parser closes at the next of their kind or at
+# their container's end (an unclosed <p>, <li>, <td> nests nothing): they do not count.
+_FLAT = frozenset((
+    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track",
+    "wbr", "param", "keygen", "image", "frame", "basefont", "bgsound", "p", "li", "dt", "dd", "tr",
+    "td", "th", "option", "optgroup", "thead", "tbody", "tfoot", "colgroup", "caption", "rb", "rt",
+    "rp", "rtc",
+))  # fmt: skip
+# A closing tag below one of these closes nothing; a formatting element a closing tag skips is
+# reopened by the parser at the next text.
+_BOUNDARIES = frozenset((
+    "table", "template", "marquee", "object", "applet", "html",
+))  # fmt: skip
+_FORMATTING = frozenset((
+    "a", "b", "big", "code", "em", "font", "i", "nobr", "s", "small", "strike", "strong", "tt", "u",
+))  # fmt: skip
+# Elements whose content is text up to their closing tag, not tags.
+_RAW_TEXT = {
+    name: re.compile(f"</{name}", re.IGNORECASE)
+    for name in ("script", "style", "textarea", "title", "xmp", "iframe", "noembed", "noframes")
+}
+# HTML's own elements, which a "/>" does not close (in SVG and MathML it does).
+_HTML_NAMES = frozenset((
+    "a", "abbr", "address", "article", "aside", "audio", "b", "bdi", "bdo", "big", "blink",
+    "blockquote", "body", "button", "canvas", "center", "cite", "code", "data", "datalist", "del",
+    "details", "dfn", "dialog", "dir", "div", "dl", "em", "fieldset", "figcaption", "figure", "font",
+    "footer", "form", "frameset", "h1", "h2", "h3", "h4", "h5", "h6", "head", "header", "hgroup",
+    "html", "i", "iframe", "ins", "kbd", "label", "legend", "main", "map", "mark", "marquee", "menu",
+    "meter", "nav", "nobr", "noembed", "noframes", "noscript", "object", "ol", "output", "picture",
+    "pre", "progress", "q", "ruby", "s", "samp", "script", "search", "section", "select", "slot",
+    "small", "span", "strike", "strong", "style", "sub", "summary", "sup", "table", "template",
+    "textarea", "time", "title", "tt", "u", "ul", "var", "video", "xmp",
+))  # fmt: skip
 
 # Magic numbers of bodies that are certainly not HTML: images, PDF, archives, fonts, media.
 _BINARY_MAGIC = (
@@ -98,6 +140,12 @@ def looks_like_navigation(text: str) -> bool:
 
 
 def _trafilatura(html: str, fast: bool) -> str | None:
+    if html.count("<") > MAX_TRAFILATURA_TAGS:  # minutes in trafilatura, a second or two in resiliparse
+        try:
+            return _resiliparse(html)
+        except MissingExtraError:
+            detail = f"over {MAX_TRAFILATURA_TAGS:,} tags, and no resiliparse"
+            raise SkipPage("pathological", detail) from None
     import trafilatura
 
     # Never deduplicate=True: trafilatura would then drop repeated pages on its own, unrecorded.
@@ -237,6 +285,47 @@ def _crowded_tag(html: str) -> bool:
     return False
 
 
+def nesting_depth(html: str) -> int:
+    """An upper estimate of how deep the page's elements nest, in one pass over its tags.
+
+    Opening tags push, except those in ``_FLAT``; a closing tag pops down to its element when that
+    is among the top few and nothing the parser would keep or reopen is above it. Any other closing
+    tag is ignored, so sloppy markup makes the estimate deeper than the parser's tree, never
+    shallower.
+    """
+    stack: list[str] = []
+    deepest = 0
+    tag = _TAG.search(html)
+    while tag:
+        closing, name, rest = tag.groups()
+        name = name.lower()
+        end = tag.end()
+        if name in _FLAT:
+            pass
+        elif not closing:
+            if not rest.endswith("/") or name in _HTML_NAMES:
+                stack.append(name)
+                deepest = max(deepest, len(stack))
+            if name in _RAW_TEXT:
+                raw_end = _RAW_TEXT[name].search(html, end)
+                end = raw_end.start() if raw_end else len(html)
+        else:
+            for at in range(len(stack) - 1, max(len(stack) - 9, -1), -1):
+                if stack[at] == name:
+                    del stack[at:]
+                    break
+                if stack[at] in _BOUNDARIES or stack[at] in _FORMATTING:
+                    break
+        tag = _TAG.search(html, end)
+    return deepest
+
+
+def _too_deep(html: str) -> bool:
+    """Whether elements may nest more than ``MAX_DEPTH`` deep; without a pass over the tags when
+    there are too few tags for that (the usual page)."""
+    return html.count("<") > MAX_DEPTH and nesting_depth(html) > MAX_DEPTH
+
+
 def looks_like_html(value: bytes | str) -> bool:
     """Whether an item's field holds HTML (it starts with a tag, or a known tag comes soon) rather
     than plain text."""
@@ -283,10 +372,13 @@ def extract_page(
     if extractor != "text" and _crowded_tag(body):
         # One tag of 300,000 attributes kept trafilatura busy for minutes: not a page to judge.
         raise SkipPage("pathological", f"a tag with more than {MAX_ATTRIBUTES:,} attributes")
+    if extractor != "text" and _too_deep(body):
+        # resiliparse takes minutes on 200,000 nested <div>s; lxml drops what lies below 256 levels.
+        raise SkipPage("pathological", f"elements nested more than {MAX_DEPTH:,} deep")
     func = EXTRACTOR_FUNCS[extractor]
     try:
         text = func(body)
-    except MissingExtraError:
+    except (MissingExtraError, SkipPage):
         raise
     except Exception as exc:  # an extractor bug on one page must not stop the crawl
         logger.debug("extractor %s failed: %r", extractor, exc)
