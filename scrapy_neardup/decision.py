@@ -8,6 +8,7 @@ what it read.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from .config import DedupConfig
 from .fingerprint import Fingerprint, imatch_with_stats, needed_methods
@@ -26,6 +27,8 @@ class Decision:
         self.index = index
         needed = needed_methods(config)
         self._verify_methods = tuple(m for m in decision_order() if m in needed)
+        # The crawl's learned URL rules: whether two URLs are one page (None: no rules).
+        self.same_page: Callable[[str, str], bool] | None = None
 
     def __call__(
         self, url: str, fp: Fingerprint, scope: str, source: str | None, key: str | None, many: bool
@@ -68,6 +71,10 @@ class Decision:
         unconfirmed = index.unconfirmed([m[2] for m in matches])
         best = min(((m[2] in unconfirmed, *m[:3]), m[3]) for m in matches) if matches else None
         match = best and (best[0][3], best[1].similarity, best[1].method)
+        if best is not None and replace is None:
+            revisit = self.revisit_by_rules(url, *match)
+            if revisit is not None:
+                return revisit
         weak = best is not None and best[1].weak
         if best is not None and best[0][0]:  # only pages an interrupted run admitted: let it through
             verdict = index.record(url, probe, scope, None, source, key, replace=replace)
@@ -83,6 +90,19 @@ class Decision:
         # "unchanged" only while it stays what it was: a duplicate now admitted is new to the output.
         same = verdict.duplicate and earlier.exact is not None and earlier.exact == probe.exact
         return dataclasses.replace(verdict, revisit="unchanged" if same else "changed")
+
+    def revisit_by_rules(
+        self, url: str, doc_id: int, similarity: float | None = 1.0, method: str | None = "exact"
+    ) -> Verdict | None:
+        """A match that the URL rules call the same page as ``url``, recorded by an earlier crawl:
+        a revisit of it (a re-run meeting another URL of its page first), never its duplicate."""
+        if not self.same_by_rules(url, doc_id) or not self.index.from_earlier_crawls([doc_id]):
+            return None  # another page, or this crawl's own (or one's beside it): a copy
+        self.index.restamp(doc_id)
+        return Verdict(url, doc_id, False, similarity=similarity, method=method, revisit="unchanged")
+
+    def same_by_rules(self, url: str, doc_id: int) -> bool:
+        return self.same_page is not None and self.same_page(url, self.index.url_of(doc_id))
 
     def _unchanged(self, url: str, probe: Fingerprint, scope: str, earlier: Earlier | None) -> Verdict | None:
         """A revisit whose content is the same as, or near, one of its own admitted versions."""

@@ -63,6 +63,11 @@ class Detector:
         self.workers = workers or WorkerPool(config, 0, None)
         self._decide = Decision(config, index)
 
+    def use_url_rules(self, same_page: Callable[[str, str], bool]) -> None:
+        """Judge with the crawl's learned URL rules: a page they call the same as a record of an
+        earlier crawl is a revisit of it (``Decision.revisit_by_rules``)."""
+        self._decide.same_page = same_page
+
     # --- the whole road -------------------------------------------------------------------
 
     async def judge(self, page: Arrival) -> Verdict:
@@ -161,7 +166,13 @@ class Detector:
         costs one hash and one lookup instead of an extraction.
         """
         original = self._guard(lambda: self.index.find_raw(raw, scope, key))
-        return None if original is None else self._record_copy(page, raw, original, scope, key)
+        if original is None:
+            return None
+        if not page.item and self._guard(lambda: self._decide.same_by_rules(page.url, original)):
+            revisit = self._atomically(lambda: self._decide.revisit_by_rules(page.url, original))
+            if revisit is not None:
+                return revisit
+        return self._record_copy(page, raw, original, scope, key)
 
     def _record_copy(
         self, page: Arrival, raw: int, original: int, scope: str, key: str | None

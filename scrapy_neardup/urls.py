@@ -195,12 +195,13 @@ def _by_name(params: tuple[tuple[str, str], ...]) -> dict[str, tuple[str, ...]]:
     return {name: tuple(v) for name, v in values.items()}
 
 
-def explored(url: str, share: float = EXPLORE) -> bool:
-    """Whether a predicted copy is fetched all the same: ``share`` of them, the same ones each
-    time (by the URL's path and query: on any host and port)."""
+def explored(url: str, share: float = EXPLORE, salt: int = 0) -> bool:
+    """Whether a predicted copy is fetched all the same: ``share`` of them, by the URL's path and
+    query (on any host and port) and ``salt``: a crawl draws its own share, so that what one
+    run skips another explores."""
     parts = urlsplit(url)
     where = f"{parts.path}?{parts.query}".encode("utf-8", "surrogatepass")
-    return xxhash.xxh64_intdigest(where) % 10_000 < share * 10_000
+    return xxhash.xxh64_intdigest(where, seed=salt) % 10_000 < share * 10_000
 
 
 @dataclass
@@ -368,6 +369,16 @@ class UrlModel:
         return RuleKey(self._host_of(key.host), key.section, key.kind, key.name)
 
     # --- predicting -------------------------------------------------------------------------
+
+    def same_page(self, a: str, b: str) -> bool:
+        """Whether the rules in force rewrite ``a`` and ``b`` to one page: a page of an earlier
+        crawl met again under another of its URLs is a revisit of it, not its copy."""
+        if not self._in_force or a == b:
+            return False
+        form_a, form_b = Form.of(a), Form.of(b)
+        return (
+            form_a is not None and form_b is not None and self._rewrite(form_a)[0] == self._rewrite(form_b)[0]
+        )
 
     def predict(self, url: str) -> tuple[str, list[RuleKey]] | None:
         """The URL of a page this crawl fetched that ``url`` is a copy of by the adopted rules,

@@ -302,3 +302,48 @@ def test_an_index_failure_at_the_start_leaves_the_skipped_requests_for_later(tmp
     rules.revive_withdrawn()
     said = [r.levelname for r in caplog.records if "could not schedule again" in r.getMessage()]
     assert said == ["WARNING"] and rules._withdrawn == set()
+
+
+def stored(result: dict) -> set[tuple]:
+    """The distinct pages whose items reached the feed."""
+    return {
+        page_of(urlsplit(item["url"]).path, parse_qs(urlsplit(item["url"]).query)) for item in result["items"]
+    }
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "redis"])
+def test_a_rerun_that_meets_a_copy_first_stores_every_page_again(tmp_path, backend, request):
+    """The first crawl learns that tracking parameters change nothing; the re-run meets every
+    article under a tracking URL first: a revisit of the first run's page, its item stored."""
+    settings = {**ADDON, "NEARDUP_WORKERS": 0, "CONCURRENT_REQUESTS": 4}
+    if backend == "redis":
+        url = request.getfixturevalue("redis_url")
+        settings.update(NEARDUP_BACKEND="redis", NEARDUP_REDIS_URL=url, NEARDUP_REDIS_KEY=uuid.uuid4().hex)
+    else:
+        settings["NEARDUP_DB"] = str(tmp_path / "rerun.sqlite")
+    with url_site(COUNT) as base:
+        first = crawl(tmp_path, [base + "/list?page=0"], settings)
+        copies_first = [f"{base}/a?id={n}&utm_source=newsletter&utm_medium=email" for n in range(COUNT)]
+        again = crawl(
+            tmp_path, [*copies_first, base + "/list?page=0"], {**settings, "CONCURRENT_REQUESTS": 1}
+        )
+    assert first["stats"]["neardup/urls/adopted"] >= 2
+    assert stored(again) >= stored(first) == pages(COUNT)  # every page of the first run stored again
+    assert again["stats"].get("neardup/revisits", 0) >= COUNT
+    urls = [item["url"] for item in again["items"]]
+    assert len(urls) == len(set(urls)) and len(again["items"]) <= len(first["items"]) + 2
+
+
+def test_tag_mode_skips_nothing_and_counts_what_the_rules_would_skip(tmp_path):
+    settings = {
+        **ADDON,
+        "NEARDUP_DB": str(tmp_path / "tag.sqlite"),
+        "NEARDUP_WORKERS": 0,
+        "NEARDUP_ACTION": "tag",
+    }
+    with url_site(COUNT) as base:
+        result = crawl(tmp_path, [base + "/list?page=0"], settings)
+        without = crawl(tmp_path, [base + "/list?page=0"], {})
+    assert "neardup/urls/skipped" not in result["stats"]
+    assert result["stats"]["neardup/urls/would_skip"] > 0 and result["stats"]["neardup/urls/adopted"] >= 2
+    assert len(result["parsed"]) == len(without["parsed"])  # every request fetched

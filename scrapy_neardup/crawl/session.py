@@ -8,6 +8,7 @@ its stats, which page each item came from, and its report at close.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -65,6 +66,7 @@ class CrawlSession:
         self._pages: OrderedDict[int, _Parsed] = OrderedDict()  # admitted pages of this crawl, by id
         self._logged_once = False
         self._failures: set[str] = set()
+        self._met: OrderedDict[int, str] = OrderedDict()  # records this crawl met -> the URL it met first
 
     @classmethod
     def for_crawler(cls, crawler: Crawler) -> CrawlSession:
@@ -102,8 +104,49 @@ class CrawlSession:
             self.skipped("error")
             self._failed(page.url, exc)
             return Verdict(page.url, None, False, skip_reason="error")
+        verdict = self._once_a_crawl(verdict, page.item)
         self._count(verdict)
         return verdict
+
+    def _once_a_crawl(self, verdict: Verdict, item: bool) -> Verdict:
+        """Each content goes out once a crawl, and once again in every re-run.
+
+        A duplicate of a page an earlier crawl recorded, met first by this crawl under another
+        URL (the re-run meets a copy before the page, or never meets the page), is a revisit of
+        that page: its items go out. A revisit of a record this crawl met already under another
+        URL is a copy within this crawl: its content went out once.
+        """
+        if item or verdict.doc_id is None or not verdict.judged:
+            return verdict
+        if verdict.duplicate:
+            content = verdict.duplicate_of
+            if content is None or content in self._met or not self._from_earlier_crawl(content):
+                return verdict
+            self._remember(content, verdict.url)
+            return dataclasses.replace(
+                verdict, duplicate=False, doc_id=content, duplicate_of=None, duplicate_of_url=None,
+                revisit="unchanged",
+            )  # fmt: skip
+        first = self._remember(verdict.doc_id, verdict.url)
+        if first == verdict.url or verdict.revisit is None:
+            return verdict
+        return dataclasses.replace(
+            verdict, duplicate=True, duplicate_of=verdict.doc_id, duplicate_of_url=first, revisit=None,
+            similarity=verdict.similarity or 1.0, method=verdict.method or "exact",
+        )  # fmt: skip
+
+    def _remember(self, doc_id: int, url: str) -> str:
+        """The URL this crawl first met ``doc_id``'s content under."""
+        first = self._met.setdefault(doc_id, url)
+        if len(self._met) > _REMEMBERED:
+            self._met.popitem(last=False)
+        return first
+
+    def _from_earlier_crawl(self, doc_id: int) -> bool:
+        try:
+            return bool(self.detector.index.from_earlier_crawls([doc_id]))
+        except Exception:  # the index failed: the page is a duplicate as judged
+            return False
 
     def _failed(self, url: str, exc: Exception) -> None:
         """Log a failure to judge a page: the first of its kind with what to do, the rest at DEBUG.

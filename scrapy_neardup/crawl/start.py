@@ -79,11 +79,13 @@ def open_session_parts(crawler: Crawler) -> Opened:
             "which is not in ITEM_PIPELINES: they are stored. Add it (the add-on does), or set "
             "NEARDUP_ACTION = 'ignore' to ignore duplicate responses instead"
         )
-    urls = None
+    detector, urls = Detector(config, index, workers), None
     if settings.learn_urls:
-        urls = UrlRules(index, crawler.stats, crawler, settings.url_explore, settings.debug)
+        observe = settings.action is Action.TAG  # every page goes on: the rules only learn
+        urls = UrlRules(index, crawler.stats, crawler, settings.url_explore, settings.debug, observe)
         urls.start(forget=settings.url_rules_reset)
-    return Opened(config, settings, policy, Detector(config, index, workers), urls)
+        detector.use_url_rules(urls.model.same_page)
+    return Opened(config, settings, policy, detector, urls)
 
 
 def _pipeline_on(settings: Any) -> bool:

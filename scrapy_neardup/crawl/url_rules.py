@@ -9,6 +9,7 @@ scheduled again with its callback and meta, by this crawl or, after a kill, the 
 from __future__ import annotations
 
 import logging
+import random
 from typing import Any
 
 from scrapy.exceptions import IgnoreRequest
@@ -37,10 +38,18 @@ class UrlRules:
     a judged page's evidence, and revoked rules' requests are scheduled again."""
 
     def __init__(
-        self, index: Store, stats: Any, crawler: Any = None, explore: float = EXPLORE, debug: bool = False
+        self,
+        index: Store,
+        stats: Any,
+        crawler: Any = None,
+        explore: float = EXPLORE,
+        debug: bool = False,
+        observe: bool = False,
     ) -> None:
         self.index = index
         self.explore = explore
+        self.observe = observe  # tag mode: learn, count what would be skipped, skip nothing
+        self.salt = random.getrandbits(32)  # the share explored is drawn afresh in every run
         self.debug = debug  # log every skipped request, not only the first
         self._logged = False
         self._failed = False  # an index failure was said
@@ -98,7 +107,10 @@ class UrlRules:
         if predicted is None:
             return
         target, keys = predicted
-        if explored(request.url, self.explore):
+        if self.observe:
+            self.stats.inc_value("neardup/urls/would_skip")
+            return
+        if explored(request.url, self.explore, self.salt):
             request.meta[CHECKS] = (target, [key.text() for key in keys])
             self.stats.inc_value("neardup/urls/explored")
             return

@@ -127,6 +127,11 @@ class Store(Protocol):
 
     def unconfirmed(self, ids: list[int]) -> set[int]: ...
 
+    def from_earlier_crawls(self, ids: list[int]) -> set[int]:
+        """Those of ``ids`` recorded by crawls that were over when this one began (ended, or
+        interrupted), not by this crawl nor one running beside it."""
+        ...
+
     @property
     def interrupted_runs(self) -> bool: ...
 

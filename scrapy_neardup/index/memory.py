@@ -21,6 +21,7 @@ from ..signatures.imatch import CollectionStats
 from .base import Earlier, Match, Verdict
 from .memory_urls import MemoryUrls
 from .records import earlier_of, stored_row, verdict_of
+from .runs import of_earlier_crawl
 
 if TYPE_CHECKING:
     from . import IndexSpec
@@ -128,6 +129,12 @@ class MemoryIndex(MemoryUrls):
 
     def unconfirmed(self, ids: list[int]) -> set[int]:
         return set()
+
+    def from_earlier_crawls(self, ids: list[int]) -> set[int]:
+        records = self._state.records
+        return {
+            i for i in ids if i in records and of_earlier_crawl(records[i].get("run"), self._run, frozenset())
+        }
 
     # --- a page's own records -----------------------------------------------------------------
 

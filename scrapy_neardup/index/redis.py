@@ -90,6 +90,7 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns, RedisUrls
         self._scope_ids: dict[str, int] = {}
         self._run: int | None = None
         self._unclean: frozenset[int] = frozenset()
+        self._beside: frozenset[int] = frozenset()  # runs that were running when this one began
         self.classes: SpotClasses | None = None
         self._watching: Any = None  # the transaction's pipeline, WATCHing what it reads
         self._writes: list[Callable[[Any], None]] = []

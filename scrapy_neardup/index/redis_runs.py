@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from .redis_replies import reply_float, reply_ids, reply_int, reply_text
-from .runs import running
+from .runs import of_earlier_crawl, running
 
 
 class RedisRuns:
@@ -17,6 +17,7 @@ class RedisRuns:
     r: Any
     _run: int | None
     _unclean: frozenset[int]
+    _beside: frozenset[int]
 
     def k(self, *parts: object) -> bytes:
         raise NotImplementedError
@@ -36,10 +37,22 @@ class RedisRuns:
             if (at := reply_float(started)) and not ended
             and not running(at, reply_text(host), reply_int(pid))
         ]  # fmt: skip
+        self._beside = frozenset(i for i, (_, ended, *_) in zip(runs, owners, strict=True) if not ended)
+        self._beside -= frozenset(unclean)
         info = {"started_at": time.time(), "action": action, "host": socket.gethostname(), "pid": os.getpid()}
         self.r.hset(self.k("run", run), mapping=info)
         self.r.sadd(self.k("runs"), run)
         self._run, self._unclean = run, frozenset(unclean)
+
+    def from_earlier_crawls(self, ids: list[int]) -> set[int]:
+        if self._run is None or not ids:
+            return set()
+        runs = self._read([self.k("doc", i) for i in ids], lambda key: ("HGET", key, "run"))
+        return {
+            i
+            for i, run in zip(ids, runs, strict=True)
+            if of_earlier_crawl(reply_int(run), self._run, self._beside)
+        }
 
     def end_run(self) -> None:
         if self._run is not None:

@@ -33,3 +33,9 @@ def running(started_at: float, host: str | None, pid: int | None) -> bool:
     except (OSError, ValueError, IndexError, StopIteration):
         return True
     return boot + ticks / os.sysconf("SC_CLK_TCK") <= started_at + 1.0
+
+
+def of_earlier_crawl(run: int | None, current: int | None, beside: frozenset[int]) -> bool:
+    """Whether a record of ``run`` was made by a crawl over when the ``current`` one began: not
+    this crawl, none begun after it, none running ``beside`` it (a record of no run is older)."""
+    return current is not None and (run is None or (run < current and run not in beside))

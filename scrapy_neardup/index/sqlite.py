@@ -31,7 +31,7 @@ from .bounds import BOUND_COLUMNS, may_match
 from .codecs import SIGNATURE_COLUMNS, damaged_record, row_fingerprint, sound_fingerprints, unsigned
 from .lookup_keys import exact_key, lookup_keys, raw_key
 from .records import earlier_of, stored_row, verdict_of
-from .runs import running
+from .runs import of_earlier_crawl, running
 from .sqlite_file import IndexFile
 from .sqlite_open import damage_advice, file_bytes, holds_index, no_index_file, stored_config
 from .sqlite_reading import SQLiteReading
@@ -61,6 +61,7 @@ class SQLiteIndex(SQLiteReading, SQLiteUrls):
         self._scope_ids: dict[str, int] = {}
         self._run: int | None = None
         self._unclean: frozenset[int] = frozenset()
+        self._beside: frozenset[int] = frozenset()  # runs that were running when this one began
         self.file = IndexFile(path, config, timeout, self._probe_simhash, self._forget, read_only)
         self.db = self.file.db
         self.spots = SpotLists(self.db, config, self.file.spot_keys, self.path)
@@ -157,6 +158,7 @@ class SQLiteIndex(SQLiteReading, SQLiteUrls):
 
         self._run, open_runs = self._write(work)
         self._unclean = frozenset(run for run, *owner in open_runs if not running(*owner))
+        self._beside = frozenset(run for run, *_ in open_runs) - self._unclean
 
     def end_run(self) -> None:
         """Close the run cleanly: what it admitted reached the output as far as this crawl knows."""
@@ -187,6 +189,12 @@ class SQLiteIndex(SQLiteReading, SQLiteUrls):
             [*ids, *runs],
         )
         return {r[0] for r in rows}
+
+    def from_earlier_crawls(self, ids: list[int]) -> set[int]:
+        if self._run is None or not ids:
+            return set()
+        rows = self.db.execute(f"SELECT id, run FROM documents WHERE id IN ({','.join('?' * len(ids))})", ids)
+        return {i for i, run in rows if of_earlier_crawl(run, self._run, self._beside)}
 
     # --- a page's own records -----------------------------------------------------------------
 
@@ -223,7 +231,8 @@ class SQLiteIndex(SQLiteReading, SQLiteUrls):
         self.db.execute("UPDATE documents SET run = ? WHERE id = ?", (self._run, doc_id))
 
     def url_of(self, doc_id: int) -> str:
-        return self.db.execute("SELECT url FROM documents WHERE id = ?", (doc_id,)).fetchone()[0]
+        row = self.db.execute("SELECT url FROM documents WHERE id = ?", (doc_id,)).fetchone()
+        return row[0] if row and isinstance(row[0], str) else ""  # "": a damaged record
 
     # --- byte-identical copies --------------------------------------------------------------
 
