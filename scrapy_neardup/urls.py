@@ -83,6 +83,11 @@ class RuleKey:
     kind: str
     name: str
 
+    def words(self) -> str:
+        """The rule in words, for logs and reports."""
+        where = (self.host or "any host") + ("/" + self.section if self.section else "")
+        return f"{self.kind} {self.name!r} on {where}"
+
     def text(self) -> str:
         """The key as stored: a JSON array in ASCII, so that any character of a URL (a tab, a
         newline, NUL, an undecodable byte kept as a surrogate) reads back exactly."""

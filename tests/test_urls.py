@@ -147,7 +147,15 @@ def test_a_crawl_skips_copies_before_their_download_and_fetches_every_page(tmp_p
     adopted = [rule for rule in report["url_rules"] if rule["status"] == "adopted"]
     assert all(rule["error_bound"] < 0.1 and rule["differ"] == 0 for rule in adopted)
     assert sum(rule["skipped"] for rule in adopted) >= result["stats"]["neardup/urls/skipped"] > 0
-    assert "Learned URL rules" in write_report(db, tmp_path / "report.html").read_text()
+    skips = report["url_skips"]  # each skipped request once, with its rule and predicted original
+    assert len(skips) == result["stats"]["neardup/urls/skipped"]
+    assert all(s["rules"] and s["predicted_copy_of"] in result["parsed"] for s in skips)
+    page = write_report(db, tmp_path / "report.html").read_text()
+    top = page.index('href="#nd-rules"')
+    assert top < page.index("<h2>Charts</h2>") < page.index('id="nd-rules"') < page.index('id="nd-skipped"')
+    assert f"{len(skips):,} requests skipped" in page[top : top + 400]
+    rows = write_report(db, tmp_path / "report.csv", "csv").read_text().splitlines()
+    assert sum(",not_fetched," in row for row in rows) == len(skips)
 
 
 def seeded_index(db, rules: dict[str, str]) -> None:

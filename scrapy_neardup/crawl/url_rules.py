@@ -238,6 +238,4 @@ class UrlRules:
 
 def _named(keys: list[RuleKey]) -> str:
     """Rules in words, for log lines and reasons."""
-    return "; ".join(
-        f"{k.kind} {k.name!r} on {k.host or 'any host'}{'/' + k.section if k.section else ''}" for k in keys
-    )
+    return "; ".join(key.words() for key in keys)

@@ -210,6 +210,11 @@ class Reader(Protocol):
         """For each URL rule, the requests it skipped and how many were scheduled again."""
         ...
 
+    def url_skipped(self) -> list[tuple[str, str, bool, list[str]]]:
+        """Every skipped request, in the order skipped: (its URL, the fetched page it was predicted
+        to copy, whether it was scheduled again, the rules that predicted it)."""
+        ...
+
     def close(self) -> None: ...
 
 

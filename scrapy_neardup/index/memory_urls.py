@@ -55,5 +55,15 @@ class MemoryUrls:
             counts[rule] = (count + 1, revived + state["skips"][skip]["revived"])
         return counts
 
+    def url_skipped(self) -> list[tuple[str, str, bool, list[str]]]:
+        state = self._url_state()
+        rules: dict[int, list[str]] = {}
+        for rule, skip in state["skip_rules"]:
+            rules.setdefault(skip, []).append(rule)
+        return [
+            (s["url"], s["target"], bool(s["revived"]), rules.get(i, []))
+            for i, s in enumerate(state["skips"])
+        ]
+
     def forget_url_rules(self) -> None:
         self.__dict__.pop("_urls", None)

@@ -108,6 +108,23 @@ class RedisUrls:
                 counts[rule] = (len(ids), revived)
         return counts
 
+    def url_skipped(self) -> list[tuple[str, str, bool, list[str]]]:
+        rules: dict[int, list[str]] = {}
+        for stored, *_ in self.url_rules():
+            rule = stored.decode("utf-8", "replace")
+            for skip in _ids(self.r.smembers(self.k("url_skip_rule", rule))):
+                rules.setdefault(skip, []).append(rule)
+        ids = sorted(_ids(self.r.smembers(self.k("url_skip_ids"))))
+        pipe = self.r.pipeline(transaction=False)
+        for skip in ids:
+            pipe.hmget(self.k("url_skip", skip), "url", "target", "revived")
+        rows = pipe.execute(raise_on_error=False) if ids else []
+        return [
+            (reply_text(row[0]) or "", reply_text(row[1]) or "", row[2] == b"1", rules.get(skip, []))
+            for skip, row in zip(ids, rows, strict=True)
+            if isinstance(row, list) and row[0]
+        ]
+
     def forget_url_rules(self) -> None:
         unlink_keys(self.r, [self.k(name) for name in URL_KEYS], [self.k(kind) for kind in URL_KINDS])
 

@@ -122,6 +122,21 @@ class SQLiteUrls:
         except sqlite3.OperationalError:
             return {}
 
+    def url_skipped(self) -> list[tuple[str, str, bool, list[str]]]:
+        try:
+            rows = self.db.execute(
+                "SELECT s.id, s.url, s.target, s.revived, r.rule FROM url_skips s "
+                "LEFT JOIN url_skip_rules r ON r.skip = s.id ORDER BY s.id"
+            ).fetchall()
+        except sqlite3.OperationalError:  # a file made before rules were kept, opened to read
+            return []
+        found: dict[object, tuple[str, str, bool, list[str]]] = {}
+        for skip, url, target, revived, rule in rows:
+            entry = found.setdefault(skip, (str(url), str(target), revived == 1, []))
+            if isinstance(rule, str):
+                entry[3].append(rule)
+        return list(found.values())
+
     def forget_url_rules(self) -> None:
         """Forget every rule, and the requests they skipped (NEARDUP_URL_RULES_RESET)."""
 

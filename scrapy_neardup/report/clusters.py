@@ -17,7 +17,7 @@ from ..exceptions import ConfigError
 from ..index import Index
 from ..methods import ALL
 from .progress import Progress
-from .url_rules import UrlRuleRow, load_url_rules
+from .url_rules import SkippedRow, UrlRuleRow, load_url_rules, load_url_skips
 
 # Policy name -> what it keeps; the order is the one shown in help texts.
 CANONICAL_POLICIES: dict[str, str] = {
@@ -162,6 +162,7 @@ class ClusterSet:
     thresholds: dict[str, float]
     action: str | None = None  # what the latest crawl did with duplicates: drop, tag, or None (a scan)
     url_rules: list[UrlRuleRow] = field(default_factory=list)  # the crawls' learned URL rules
+    url_skips: list[SkippedRow] = field(default_factory=list)  # the requests they skipped
 
     def members_by_id(self) -> dict[int, tuple[ReportCluster, Member]]:
         """Each clustered page's cluster and record (the CSV looks up every row here)."""
@@ -216,4 +217,5 @@ def load_clusters(index: Index, policy: str = "first-seen", progress: Progress |
         thresholds=similarity_thresholds(config),
         action=index.last_action(),
         url_rules=load_url_rules(index),
+        url_skips=load_url_skips(index),
     )

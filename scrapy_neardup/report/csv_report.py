@@ -58,4 +58,10 @@ def write_csv(clusters: ClusterSet, index: Index, handle: TextIO, progress: Prog
             cell(r["url"]), cluster_id, canonical, is_canonical, duplicate_of, similarity, r["method"] or "",
             iso_time(r["seen_at"]), r["status"], r["skip_reason"] or "", cell(r["title"]),
         ))  # fmt: skip
+    for s in clusters.url_skips:  # requests never downloaded: the page each was predicted to copy
+        reason = "; ".join(s.rules) + ("; scheduled again" if s.revived else "")
+        copy_of = cell(s.predicted_copy_of)
+        writer.writerow(
+            (cell(s.url), "", "", "", copy_of, "", "url_rule", "", "not_fetched", cell(reason), "")
+        )
     progress.finish()

@@ -34,7 +34,7 @@ from ..index import Index
 from ..methods import decision_order
 from .clusters import CANONICAL_POLICIES, ClusterSet
 from .progress import Progress
-from .url_rules import url_rules_html
+from .url_rules import url_rules_html, url_rules_link
 
 TEXT_BUDGET = 16_000_000  # characters of page text embedded for the side-by-side view
 MAX_TEXTS = 50_000  # texts looked up at most, whatever their length
@@ -45,7 +45,7 @@ COLORS = {
     "minhash": "#2aa198", "spotsigs": "#3f9142", "simhash": "#b58900",
 }  # fmt: skip
 NO_TEXT, LEFT_OUT = -1, -2  # a member's text key when no text is embedded, and why
-_MARKER = re.compile(r"@@([A-Z]+)@@")
+_MARKER = re.compile(r"@@([A-Z_]+)@@")
 _SCRIPT_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
                                  "\u2029": "\\u2029"})  # fmt: skip
 
@@ -356,7 +356,8 @@ def write_html(
     values = {
         "CSP": esc(_csp(script)), "VERSION": esc(__version__), "SOURCE": esc(source or "index"),
         "SUBTITLE": subtitle, "SUMMARY": summary_html(clusters, t), "CHARTS": charts_html(clusters, t),
-        "RULES": url_rules_html(clusters.url_rules),
+        "RULES": url_rules_html(clusters.url_rules, clusters.url_skips),
+        "RULES_LINK": url_rules_link(clusters.url_rules, clusters.url_skips),
     }  # fmt: skip
     handle.write(_MARKER.sub(lambda m: values[m.group(1)], head))
     text_keys = write_texts(clusters, index, handle, text_budget, progress)

@@ -13,7 +13,7 @@ from typing import Any, TextIO
 from ..index import Index
 from .clusters import ClusterSet, ReportCluster, load_clusters
 from .progress import Progress
-from .url_rules import url_rules_json
+from .url_rules import url_rules_json, url_skips_json
 
 
 def header(clusters: ClusterSet) -> dict[str, Any]:
@@ -26,6 +26,7 @@ def header(clusters: ClusterSet) -> dict[str, Any]:
         "canonical_policy": clusters.policy,
         "settings": clusters.settings,
         "url_rules": url_rules_json(clusters.url_rules),
+        "url_skips": url_skips_json(clusters.url_skips),
     }
 
 

@@ -7,11 +7,11 @@ import logging
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..urls import CONFIDENCE, HOST, MAX_ERROR, Rule, read_rule
+from ..urls import CONFIDENCE, HOST, MAX_ERROR, Rule, RuleKey, read_rule
 
 logger = logging.getLogger("scrapy_neardup")
 
-SHOWN = 200  # rules listed in the HTML report (the JSON report lists them all)
+SHOWN = 200  # rules, and skipped requests, listed in the HTML report (the JSON report lists them all)
 ORDER = ("adopted", "revoked", "learning", "refused")
 
 
@@ -55,19 +55,62 @@ def load_url_rules(index: Any) -> list[UrlRuleRow]:
     return sorted(rows, key=lambda r: (rank.get(r.status, len(ORDER)), -r.skipped, -r.same, r.host, r.name))
 
 
+@dataclass(frozen=True)
+class SkippedRow:
+    """A request a rule skipped: its URL, the fetched page it was predicted to copy, the rules
+    that predicted it (in words), and whether it was scheduled again after all."""
+
+    url: str
+    predicted_copy_of: str
+    rules: tuple[str, ...]
+    revived: bool
+
+
+def load_url_skips(index: Any) -> list[SkippedRow]:
+    """The requests the index's rules skipped, in the order skipped."""
+    rows = []
+    for url, target, revived, texts in index.url_skipped():
+        named = []
+        for text in texts:
+            try:
+                named.append(RuleKey.parse(text).words())
+            except ValueError:  # a rule not written by the rules: said by load_url_rules
+                continue
+        rows.append(SkippedRow(url, target, tuple(named), revived))
+    return rows
+
+
 def url_rules_json(rows: list[UrlRuleRow]) -> list[dict[str, Any]]:
     return [asdict(row) for row in rows]
 
 
-def url_rules_html(rows: list[UrlRuleRow]) -> str:
+def url_skips_json(rows: list[SkippedRow]) -> list[dict[str, Any]]:
+    return [{**asdict(row), "rules": list(row.rules)} for row in rows]
+
+
+def url_rules_link(rows: list[UrlRuleRow], skips: list[SkippedRow]) -> str:
+    """A line at the top of the HTML report that leads to the rules, with the counts the
+    crawl's stats give (each skipped request once, whatever rules predicted it)."""
+    if not rows:
+        return ""
+    adopted = sum(r.status == "adopted" for r in rows)
+    revived = sum(s.revived for s in skips)
+    return (
+        f'<p class="note"><a href="#nd-rules">Learned URL rules</a>: {adopted:,} of {len(rows):,} adopted; '
+        f'<a href="#nd-skipped">{len(skips):,} requests skipped</a> before their download '
+        f"({revived:,} of them scheduled again).</p>"
+    )
+
+
+def url_rules_html(rows: list[UrlRuleRow], skips: list[SkippedRow] = ()) -> str:
     """The rules section: what each rule says, on what evidence, and what it skipped."""
     if not rows:
         return ""
     esc = html.escape
-    skipped = sum(r.skipped for r in rows)
+    skipped = len(skips)
     adopted = sum(r.status == "adopted" for r in rows)
     parts = [
-        "<h2>Learned URL rules</h2>",
+        '<h2 id="nd-rules">Learned URL rules</h2>',
         f'<p class="note">{adopted:,} of {len(rows):,} rules adopted; {skipped:,} requests skipped '
         "before their download as copies of pages fetched under another URL. A rule is adopted when "
         f"its pages of the same content bound the share of pages it changes under {MAX_ERROR:.0%} "
@@ -92,4 +135,28 @@ def url_rules_html(rows: list[UrlRuleRow]) -> str:
     parts.append("</tbody></table>")
     if len(rows) > SHOWN:
         parts.append(f'<p class="note">{len(rows) - SHOWN:,} more rules in the JSON report.</p>')
+    parts.append(skipped_html(skips))
+    return "\n".join(parts)
+
+
+def skipped_html(skips: list[SkippedRow]) -> str:
+    """The skipped requests: each with the page it was predicted to copy and the rules why."""
+    if not skips:
+        return ""
+    esc = html.escape
+    parts = [
+        '<h3 id="nd-skipped">Requests skipped</h3>',
+        '<table class="rules"><thead><tr><th>URL not downloaded</th><th>predicted copy of</th>'
+        "<th>by the rules</th><th>scheduled again</th></tr></thead><tbody>",
+    ]
+    for s in skips[:SHOWN]:
+        parts.append(
+            f'<tr><td class="url">{esc(s.url)}</td><td class="url">{esc(s.predicted_copy_of)}</td>'
+            f"<td>{esc('; '.join(s.rules))}</td><td>{'yes' if s.revived else ''}</td></tr>"
+        )
+    parts.append("</tbody></table>")
+    if len(skips) > SHOWN:
+        parts.append(
+            f'<p class="note">{len(skips) - SHOWN:,} more skipped requests in the JSON and CSV reports.</p>'
+        )
     return "\n".join(parts)
