@@ -476,7 +476,8 @@ return {
   scripts: document.scripts.length,
   frames: document.querySelectorAll('iframe, frame, object, embed, img').length,
   handlers: all.filter(e => [...e.attributes].some(a => a.name.toLowerCase().startsWith('on'))).length,
-  badLinks: [...document.querySelectorAll('a[href]')].filter(a => !/^https?:$/.test(a.protocol)).length,
+  badLinks: [...document.querySelectorAll('a[href]')]
+    .filter(a => !a.getAttribute('href').startsWith('#') && !/^https?:$/.test(a.protocol)).length,
 };
 """
 
