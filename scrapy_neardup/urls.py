@@ -22,7 +22,7 @@ import json
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 import xxhash
 
@@ -384,6 +384,19 @@ class UrlModel:
         return (
             form_a is not None and form_b is not None and self._rewrite(form_a)[0] == self._rewrite(form_b)[0]
         )
+
+    def canonical(self, url: str) -> str:
+        """``url`` with what the rules in force say does not matter taken out: the page's clean
+        URL (``url`` itself when no rule applies)."""
+        form = Form.of(url) if self._in_force else None
+        if form is None:
+            return url
+        (host, segments, params), used = self._rewrite(form)
+        if not used:
+            return url
+        path = "/" + "/".join(segments) + ("/" if segments and urlsplit(url).path.endswith("/") else "")
+        query = urlencode(params, quote_via=quote, errors="surrogateescape")
+        return host + path + ("?" + query if query else "")
 
     def predict(self, url: str) -> tuple[str, list[RuleKey]] | None:
         """The URL of a page this crawl fetched that ``url`` is a copy of by the adopted rules,

@@ -340,6 +340,8 @@ def test_a_rerun_that_meets_a_copy_first_stores_every_page_again(tmp_path, backe
     assert again["stats"].get("neardup/revisits", 0) >= COUNT
     urls = [item["url"] for item in again["items"]]
     assert len(urls) == len(set(urls)) and len(again["items"]) <= len(first["items"]) + 2
+    canonical = {url: meta["canonical"] for url, meta in again["meta"].items() if meta}
+    assert canonical[copies_first[1]] == f"{base}/a?id=1"  # the rules' clean URL
 
 
 def test_tag_mode_skips_nothing_and_counts_what_the_rules_would_skip(tmp_path):

@@ -79,7 +79,7 @@ class NearDupDownloaderMiddleware:
             self.session.acted(verdict, outcome)
         if outcome is Outcome.IGNORED:
             raise IgnoreRequest(why_dropped(verdict))
-        if policy.action is Action.TAG or verdict.duplicate:
+        if policy.action is Action.TAG or verdict.duplicate or verdict.canonical:
             request.meta["neardup"] = policy.as_dict(verdict)
         return response
 

@@ -105,6 +105,9 @@ class CrawlSession:
             self._failed(page.url, exc)
             return Verdict(page.url, None, False, skip_reason="error")
         verdict = self._once_a_crawl(verdict, page.item)
+        if self.urls is not None and not page.item:
+            clean = self.urls.model.canonical(page.url)
+            verdict = verdict if clean == page.url else dataclasses.replace(verdict, canonical=clean)
         self._count(verdict)
         return verdict
 

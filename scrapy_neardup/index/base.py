@@ -34,6 +34,8 @@ class Verdict:
     # The match stands on thin evidence (few spots, texts of unequal length): a crawl tags it
     # instead of dropping it (NEARDUP_DROP_ABOVE).
     weak: bool = False
+    # The page's URL with what learned URL rules say does not matter taken out (None: its own).
+    canonical: str | None = None
 
     @property
     def judged(self) -> bool:
@@ -46,6 +48,7 @@ class Verdict:
             "skip_reason": self.skip_reason, "duplicate_of": self.duplicate_of_url,
             "duplicate_of_id": self.duplicate_of, "similarity": self.similarity, "method": self.method,
             "revisit": self.revisit, "unconfirmed": self.unconfirmed, "weak": self.weak,
+            "canonical": self.canonical or self.url,
         }  # fmt: skip
 
 
