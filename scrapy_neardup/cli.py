@@ -17,8 +17,9 @@ from typing import Any
 
 from . import __version__
 from .config import DedupConfig
-from .exceptions import InputError, NearDupError, one_line
-from .index import open_existing
+from .crawl.policy import SURE_SIMILARITY, Action, Policy
+from .exceptions import ConfigError, InputError, NearDupError, one_line
+from .index import Verdict, open_existing
 from .index.sqlite import damage_advice
 from .index.sqlite_open import no_index_file, unusable
 from .methods import Fingerprint, decision_order
@@ -65,6 +66,12 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("a", help="first page")
     cmp.add_argument("b", help="second page")
     cmp.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    cmp.add_argument(
+        "--drop-above",
+        metavar="BAR",
+        help="the sure bar of the crawl whose decision on B is shown, as NEARDUP_DROP_ABOVE "
+        f"(default: {SURE_SIMILARITY:g})",
+    )
     _add_config_flags(cmp)
     cmp.set_defaults(run=run_compare)
 
@@ -172,8 +179,48 @@ def _add_index_options(parser: argparse.ArgumentParser, db_help: str) -> None:
     )
 
 
+def drop_policy(drop_above: str | None) -> Policy:
+    """A drop-mode crawl's policy with ``--drop-above``, read by NEARDUP_DROP_ABOVE's own declaration."""
+    from .crawl.settings import CrawlSettings  # Scrapy's import: only for compare
+    from .knobs import declarations, flag_name, parsed
+
+    value = parsed(CrawlSettings, {"drop_above": drop_above}.get, flag_name).get(
+        "drop_above", SURE_SIMILARITY
+    )
+    check = next(f for f in declarations(CrawlSettings) if f.name == "drop_above").metadata["check"]
+    problem = check(value, {})
+    if problem:
+        raise ConfigError("--drop-above", problem)
+    return Policy(Action.DROP, value, drop_unchanged=False)
+
+
+def crawl_decision(
+    fps: tuple[Fingerprint, Fingerprint], result: Comparison | None, policy: Policy
+) -> dict[str, str]:
+    """What a drop-mode crawl does with B met after A: ``drop`` (a sure duplicate: its items are
+    dropped), ``uncertain`` (passed tagged) or ``keep``, by the crawl's own rule, ``Policy.sure``."""
+    if result is None:
+        label, fp = next((label, fp) for label, fp in zip("AB", fps, strict=True) if not fp.judged)
+        return {"decision": "keep", "why": f"{label} is not judged ({fp.skip_reason}): B passes unjudged"}
+    if not result.duplicate:
+        return {"decision": "keep", "why": "no method in use calls them near-duplicates"}
+    verdict = Verdict("B", None, True, similarity=result.similarity, method=result.method, weak=result.weak)
+    similarity = f"{result.method} similarity {result.similarity or 0.0:.3f}"
+    bar = f"the sure bar {policy.drop_above:g}"
+    if policy.sure(verdict):
+        why = "an exact copy" if result.method == "exact" else f"{similarity} at or above {bar}"
+        return {
+            "decision": "drop",
+            "why": why if policy.drop_above > 0 else f"{why} (a bar of 0 drops every match)",
+        }
+    if verdict.weak:
+        why = "a weak match: SpotSigs over few spots, or texts of unequal length, pass at any similarity"
+        return {"decision": "uncertain", "why": why}
+    return {"decision": "uncertain", "why": f"{similarity} under {bar}"}
+
+
 def comparison_json(paths: tuple[str, str], fps: tuple[Fingerprint, Fingerprint], result: Comparison | None,
-                    config: DedupConfig) -> dict[str, Any]:  # fmt: skip
+                    config: DedupConfig, crawl: dict[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
     """The ``--json`` object: both pages, each method's raw measure and result, and the verdict."""
 
     def page(path: str, fp: Fingerprint) -> dict[str, Any]:
@@ -207,11 +254,12 @@ def comparison_json(paths: tuple[str, str], fps: tuple[Fingerprint, Fingerprint]
         },
         "duplicate": result.duplicate if result else None,
         "decided_by": result.method if result else None,
+        "crawl": crawl,
     }
 
 
 def comparison_table(paths: tuple[str, str], fps: tuple[Fingerprint, Fingerprint], result: Comparison | None,
-                     config: DedupConfig) -> str:  # fmt: skip
+                     config: DedupConfig, crawl: dict[str, str] | None = None) -> str:  # fmt: skip
     """The human-readable report of ``compare``."""
     rows = [("", "A", "B"), ("file", *paths)]
     rows += [("tokens", *(str(fp.token_count) for fp in fps)), ("language", *(fp.language for fp in fps))]
@@ -226,7 +274,7 @@ def comparison_table(paths: tuple[str, str], fps: tuple[Fingerprint, Fingerprint
             lines.append(f"{label} is not judged: {fp.skip_reason} ({fp.skip_detail}).")
         if any(fp.skip_reason == "too_short" for _, fp in skipped):
             lines.append("Lower --min-tokens to compare short pages anyway.")
-        return "\n".join(lines)
+        return "\n".join(lines + _crawl_lines(crawl))
     header = ("method", "similarity", "near-duplicate when", "verdict")
     table = [header] + [
         (
@@ -248,18 +296,34 @@ def comparison_table(paths: tuple[str, str], fps: tuple[Fingerprint, Fingerprint
         lines.append(f"Verdict: NEAR-DUPLICATES, by {result.method} (methods in use, marked *: {in_use}).")
     else:
         lines.append(f"Verdict: distinct (no method in use, marked *, calls them near-duplicates: {in_use}).")
-    return "\n".join(lines)
+    return "\n".join(lines + _crawl_lines(crawl))
+
+
+CRAWL_DOES = {
+    "drop": "drops its items, a sure duplicate",
+    "uncertain": "passes it tagged as uncertain",
+    "keep": "keeps it, not a duplicate",
+}
+
+
+def _crawl_lines(crawl: dict[str, str] | None) -> list[str]:
+    if crawl is None:
+        return []
+    does = CRAWL_DOES[crawl["decision"]]
+    return [f"Crawl: {crawl['decision']}: a crawl meeting B after A {does} ({crawl['why']})."]
 
 
 def run_compare(args: argparse.Namespace) -> int:
     config = config_of(args)
+    policy = drop_policy(args.drop_above)
     paths = (args.a, args.b)
     fps = (fingerprint_file(args.a, config), fingerprint_file(args.b, config))
     result = compare(*fps, config) if all(fp.judged for fp in fps) else None
+    crawl = crawl_decision(fps, result, policy)
     if args.json:
-        print(json.dumps(comparison_json(paths, fps, result, config), indent=2))
+        print(json.dumps(comparison_json(paths, fps, result, config, crawl), indent=2))
     else:
-        print(comparison_table(paths, fps, result, config))
+        print(comparison_table(paths, fps, result, config, crawl))
     return 0 if result is not None and result.duplicate else 1  # as diff: 0 when alike
 
 

@@ -27,6 +27,7 @@ from .knobs import (
     flag_name,
     fraction,
     knob,
+    parse_bool,
     parse_float,
     parse_int,
     parse_modules,
@@ -194,6 +195,12 @@ class DedupConfig:
         parse_str,
         f"main-text extractor: {', '.join(EXTRACTORS)}",
         _one_of(EXTRACTORS, "extractor"),
+    )
+    comments: bool = knob(
+        False,
+        parse_bool,
+        "readers' comments the extractor finds are part of a page's main text; off, a page that "
+        "differs from another by its comments alone is its duplicate",
     )
     max_body: int = knob(
         5_000_000,

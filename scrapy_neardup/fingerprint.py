@@ -56,7 +56,7 @@ def fingerprint(
     wanted = needed_methods(config) if methods is None else methods
     body_hash = raw if raw is not None else raw_hash(body)
     try:
-        text, title = extract_page(body, config.extractor, content_type, config.max_body)
+        text, title = extract_page(body, config.extractor, content_type, config.max_body, config.comments)
     except SkipPage as skip:
         return Fingerprint(skip_reason=skip.reason, skip_detail=skip.detail, raw_hash=body_hash)
     utf8 = words(text)

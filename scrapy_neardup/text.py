@@ -139,10 +139,10 @@ def looks_like_navigation(text: str) -> bool:
     return total > 0 and short >= 0.5 * total
 
 
-def _trafilatura(html: str, fast: bool) -> str | None:
+def _trafilatura(html: str, fast: bool, comments: bool = False) -> str | None:
     if html.count("<") > MAX_TRAFILATURA_TAGS:  # minutes in trafilatura, a second or two in resiliparse
         try:
-            return _resiliparse(html)
+            return _resiliparse(html, comments)
         except MissingExtraError:
             detail = f"over {MAX_TRAFILATURA_TAGS:,} tags, and no resiliparse"
             raise SkipPage("pathological", detail) from None
@@ -150,7 +150,7 @@ def _trafilatura(html: str, fast: bool) -> str | None:
 
     # Never deduplicate=True: trafilatura would then drop repeated pages on its own, unrecorded.
     options = {
-        "include_comments": False,
+        "include_comments": comments,
         "include_tables": True,
         "deduplicate": False,
         "output_format": "txt",
@@ -164,8 +164,8 @@ def _trafilatura(html: str, fast: bool) -> str | None:
     return text
 
 
-# resiliparse leaves out what trafilatura does (comments, post meta, figures and their captions):
-# a page's copy under another template does not carry them.
+# resiliparse leaves out what trafilatura does (post meta, figures and their captions, and comments
+# unless asked for): a page's copy under another template does not carry them.
 _RESILIPARSE_SKIP = ("figure", "figcaption", "[class*=caption]", "[id*=caption]")
 # The ``auto`` extractor: pages with more elements than this go to resiliparse; a fast-mode text
 # with less than this share of the page's visible words is taken again in the full mode.
@@ -182,8 +182,9 @@ def _resiliparse_module() -> Any:
     return html2text, parse_html
 
 
-def _resiliparse(html: Any) -> str | None:
-    """resiliparse's main content of a page (a string or a tree it parsed)."""
+def _resiliparse(html: Any, comments: bool = False) -> str | None:
+    """resiliparse's main content of a page (a string or a tree it parsed), with its comment
+    sections when ``comments``."""
     html2text, _ = _resiliparse_module()
     return html2text.extract_plain_text(
         html,
@@ -191,13 +192,13 @@ def _resiliparse(html: Any) -> str | None:
         preserve_formatting=True,
         alt_texts=False,
         list_bullets=False,
-        comments=False,
+        comments=comments,
         post_meta=False,
         skip_elements=_RESILIPARSE_SKIP,
     )
 
 
-def _auto(html: str) -> str | None:
+def _auto(html: str, comments: bool = False) -> str | None:
     """trafilatura's fast mode on a page of usual size, resiliparse on a large one.
 
     trafilatura's time grows faster than the page's element count, resiliparse's with it; on a
@@ -210,19 +211,20 @@ def _auto(html: str) -> str | None:
     try:
         html2text, parse_html = _resiliparse_module()
     except MissingExtraError:  # no wheel for this platform (musl, Windows on ARM): trafilatura alone
-        return _trafilatura(html, fast=True) or _trafilatura(html, fast=False)
+        return _trafilatura(html, True, comments) or _trafilatura(html, False, comments)
     tree = parse_html.HTMLTree.parse(html)
     if tree.body is not None and len(tree.body.query_selector_all("*")) > LARGE_PAGE:
-        return _resiliparse(tree)
-    text = _trafilatura(html, fast=True)
+        return _resiliparse(tree, comments)
+    text = _trafilatura(html, True, comments)
     visible = html2text.extract_plain_text(tree, alt_texts=False, list_bullets=False)
     if not text or len(words(text)) < MISSED_SHARE * len(words(visible)):
-        text = _trafilatura(html, fast=False) or text
-    return text or _resiliparse(tree)
+        text = _trafilatura(html, False, comments) or text
+    return text or _resiliparse(tree, comments)
 
 
-def _plain(html: str) -> str | None:
-    """All visible text: the document without head, scripts, styles and templates."""
+def _plain(html: str, comments: bool = False) -> str | None:
+    """All visible text: the document without head, scripts, styles and templates (comments
+    included either way)."""
     import lxml.html
     from lxml import etree
 
@@ -237,13 +239,14 @@ def _plain(html: str) -> str | None:
     return "\n".join(part.strip() for part in root.itertext() if part.strip())
 
 
-def _text(text: str) -> str | None:
+def _text(text: str, comments: bool = False) -> str | None:
     return text
 
 
-EXTRACTOR_FUNCS: dict[str, Callable[[str], str | None]] = {
-    "trafilatura": lambda html: _trafilatura(html, fast=False),
-    "trafilatura-fast": lambda html: _trafilatura(html, fast=True),
+# Each takes the page, and ``comments=True`` when readers' comments count as its content.
+EXTRACTOR_FUNCS: dict[str, Callable[..., str | None]] = {
+    "trafilatura": lambda html, comments=False: _trafilatura(html, False, comments),
+    "trafilatura-fast": lambda html, comments=False: _trafilatura(html, True, comments),
     "resiliparse": _resiliparse,
     "auto": _auto,
     "plain": _plain,
@@ -358,8 +361,10 @@ def extract_page(
     extractor: str = "trafilatura",
     content_type: str | None = None,
     max_body: int = 5_000_000,
+    comments: bool = False,
 ) -> tuple[str, str]:
-    """(main text, title) of a page; raises ``SkipPage`` like ``main_text``."""
+    """(main text, title) of a page; raises ``SkipPage`` like ``main_text``. With ``comments``,
+    the comment sections the extractor finds are part of the text (NEARDUP_COMMENTS)."""
     size = len(body) if isinstance(body, bytes) else len(body.encode("utf-8", errors="replace"))
     if size > max_body:
         raise SkipPage("too_large", f"{size} bytes > max_body {max_body}")
@@ -377,7 +382,7 @@ def extract_page(
         raise SkipPage("pathological", f"elements nested more than {MAX_DEPTH:,} deep")
     func = EXTRACTOR_FUNCS[extractor]
     try:
-        text = func(body)
+        text = func(body, comments=True) if comments else func(body)  # one of the html alone still fits
     except (MissingExtraError, SkipPage):
         raise
     except Exception as exc:  # an extractor bug on one page must not stop the crawl

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import collections
+import json
 
 import pytest
 from crawling import ADDON, crawl, serve
 from news_site import build
+
+from scrapy_neardup.cli import main
 
 # A news spider takes items from article pages (and their print versions), not from its listings.
 ARTICLES = r"/(news|print|blog)/"
@@ -52,3 +55,47 @@ def test_ignoring_duplicate_responses_loses_a_story_only_a_twin_links_to(tmp_pat
     stored = stored_stories(result, holds)
     lost = {what for what in holds.values() if what.startswith("story:")} - set(stored)
     assert lost and result["stats"]["neardup/ignored"] >= 1
+
+
+def saved(site, url: str, tmp_path):
+    """The file holding what the crawl judged at ``url``: the page's file, or an API entry written out."""
+    path = path_of(url).split("?")[0]
+    if not path.startswith("/api/"):
+        return site / path.lstrip("/")
+    entry = next(e for e in json.loads((site / "api/stories.json").read_text()) if e["url"] == path)
+    out = tmp_path / (path.replace("/", "_") + (".html" if "html" in entry else ".txt"))
+    out.write_text(entry.get("html") or entry["text"], encoding="utf-8")
+    return out
+
+
+@pytest.mark.parametrize("bar", [None, "0.9"])
+def test_compare_states_the_crawls_decision_on_every_duplicate(tmp_path, capsys, bar):
+    """``compare`` on (original, page) for each duplicate a drop-mode crawl met: drop exactly when
+    the crawl called it sure, uncertain otherwise."""
+    site = tmp_path / "site"
+    build(site, 0)
+    settings = {**ADDON, "NEARDUP_DB": str(tmp_path / "news.sqlite"), "CONCURRENT_REQUESTS": 1}
+    settings.update({"NEARDUP_DROP_ABOVE": float(bar)} if bar else {})
+    with serve(site) as base:
+        result = crawl(tmp_path, [base + "/index.html"], settings, item_pattern=ARTICLES)
+    decisions = collections.Counter()
+    for url in result["parsed"]:
+        meta = result["meta"].get(url) or {}
+        if not meta.get("duplicate"):
+            continue
+        a, b = saved(site, meta["duplicate_of"], tmp_path), saved(site, url, tmp_path)
+        main(
+            [
+                "compare",
+                str(a),
+                str(b),
+                "--json",
+                "--min-tokens",
+                "30",
+                *(["--drop-above", bar] if bar else []),
+            ]
+        )
+        stated = json.loads(capsys.readouterr().out)["crawl"]
+        decisions[stated["decision"]] += 1
+        assert stated["decision"] == ("drop" if meta["sure"] else "uncertain"), (url, meta, stated)
+    assert decisions["drop"] >= 20 and decisions["uncertain"] >= 1, decisions

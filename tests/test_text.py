@@ -109,13 +109,13 @@ def test_auto_sends_large_pages_to_resiliparse(monkeypatch, elements, expected):
     called = []
     trafilatura, resiliparse = text_module._trafilatura, text_module._resiliparse
 
-    def spy_trafilatura(html, fast):
+    def spy_trafilatura(html, fast, comments=False):
         called.append("trafilatura-fast" if fast else "trafilatura")
-        return trafilatura(html, fast)
+        return trafilatura(html, fast, comments)
 
-    def spy_resiliparse(html):
+    def spy_resiliparse(html, comments=False):
         called.append("resiliparse")
-        return resiliparse(html)
+        return resiliparse(html, comments)
 
     monkeypatch.setattr(text_module, "LARGE_PAGE", 1000)
     monkeypatch.setattr(text_module, "_trafilatura", spy_trafilatura)
@@ -131,7 +131,7 @@ def test_auto_takes_the_full_mode_when_the_fast_mode_misses_the_article(monkeypa
     modes = []
     trafilatura = text_module._trafilatura
 
-    def teasers_when_fast(html, fast):
+    def teasers_when_fast(html, fast, comments=False):
         modes.append(fast)
         return "Harbour news. Read more" if fast else trafilatura(html, fast)
 
@@ -143,7 +143,7 @@ def test_auto_takes_the_full_mode_when_the_fast_mode_misses_the_article(monkeypa
 def test_auto_falls_back_to_resiliparse_when_trafilatura_finds_nothing(monkeypatch):
     from scrapy_neardup import text as text_module
 
-    monkeypatch.setattr(text_module, "_trafilatura", lambda html, fast: None)
+    monkeypatch.setattr(text_module, "_trafilatura", lambda html, fast, comments=False: None)
     assert "harbour of the old town was reopened" in main_text(ARTICLE, "auto")
 
 

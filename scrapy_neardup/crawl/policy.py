@@ -7,6 +7,11 @@ from typing import Any
 
 from ..index import Verdict
 
+# The similarity a near-duplicate needs, on strong evidence, to be dropped (exact copies always are):
+# over every labelled set, the bar that drops no distinct page of the LLVM docs site (benchmarks,
+# docs/quality.md "The sure bar").
+SURE_SIMILARITY = 0.65
+
 
 class Action(str, Enum):
     """NEARDUP_ACTION: what becomes of a sure near-duplicate."""

@@ -41,14 +41,10 @@ from ..report import FORMATS
 from ..report.clusters import CANONICAL_POLICIES
 from ..urls import EXPLORE
 from ..workers import AUTO_WORKERS_AFTER, default_workers, main_script_guarded
-from .policy import Action
+from .policy import SURE_SIMILARITY, Action
 
 logger = logging.getLogger("scrapy_neardup")
 
-# The similarity a near-duplicate needs, on strong evidence, to be dropped (exact copies always are):
-# over every labelled set, the bar that drops no distinct page of the LLVM docs site (benchmarks,
-# docs/quality.md "The sure bar").
-SURE_SIMILARITY = 0.65
 # Settings of the add-on that no settings class holds: the switch the add-on sets.
 SWITCHES = ("NEARDUP_ENABLED",)
 
