@@ -16,6 +16,7 @@ from scrapy.settings import BaseSettings
 from scrapy.utils.project import data_path
 
 from ..config import MAX_WORKERS, DedupConfig
+from ..decision import SURE_SIMILARITY
 from ..exceptions import ConfigError, NearDupError
 from ..index import BACKENDS, IndexSpec, backend
 from ..index.base import fit_key_prefix
@@ -45,10 +46,6 @@ from .policy import Action
 
 logger = logging.getLogger("scrapy_neardup")
 
-# The similarity a near-duplicate needs, on strong evidence, to be dropped (exact copies always are):
-# over every labelled set, the bar that drops no distinct page of the LLVM docs site (benchmarks,
-# docs/quality.md "The sure bar").
-SURE_SIMILARITY = 0.65
 # Settings of the add-on that no settings class holds: the switch the add-on sets.
 SWITCHES = ("NEARDUP_ENABLED",)
 

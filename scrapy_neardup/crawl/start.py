@@ -83,7 +83,7 @@ def open_session_parts(crawler: Crawler) -> Opened:
     if settings.learn_urls:
         urls = UrlRules(index, crawler.stats, crawler, settings.url_explore, settings.debug)
         urls.start(forget=settings.url_rules_reset)
-    return Opened(config, settings, policy, Detector(config, index, workers), urls)
+    return Opened(config, settings, policy, Detector(config, index, workers, settings.drop_above), urls)
 
 
 def _pipeline_on(settings: Any) -> bool:

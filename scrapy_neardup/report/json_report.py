@@ -26,6 +26,10 @@ def header(clusters: ClusterSet) -> dict[str, Any]:
         "canonical_policy": clusters.policy,
         "settings": clusters.settings,
         "url_rules": url_rules_json(clusters.url_rules),
+        "let_through": [
+            {"url": w.url, "resembles": w.resembles, "similarity": w.similarity, "method": w.method}
+            for w in clusters.let_through
+        ],
     }
 
 
