@@ -17,7 +17,8 @@ from typing import Any
 
 from . import __version__
 from .config import DedupConfig
-from .crawl.policy import SURE_SIMILARITY, Action, Policy
+from .crawl.policy import Action, Policy
+from .decision import SURE_SIMILARITY
 from .exceptions import ConfigError, InputError, NearDupError, one_line
 from .index import Verdict, open_existing
 from .index.sqlite import damage_advice

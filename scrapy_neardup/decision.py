@@ -18,13 +18,28 @@ from .index.codecs import spots32
 from .methods import decision_order, rank
 from .verify import compare
 
+# The similarity a near-duplicate needs, on strong evidence, to be dropped (exact copies always are):
+# over every labelled set, the bar that drops no distinct page of the LLVM docs site (benchmarks,
+# docs/quality.md "The sure bar").
+SURE_SIMILARITY = 0.65
+
+
+def sure(method: str | None, similarity: float | None, weak: bool, drop_above: float) -> bool:
+    """Whether a match is sure enough to drop: an exact copy always; a near one at ``drop_above``
+    or more, on strong evidence (a bar of 0: every match). The crawl drops by it, and the index
+    records by it: a page not sure enough to drop goes on, so it is recorded as an original."""
+    if method == "exact" or drop_above <= 0:
+        return True
+    return not weak and (similarity or 0.0) >= drop_above
+
 
 class Decision:
-    """Judges one fingerprinted page against an index with one configuration."""
+    """Judges one fingerprinted page against an index with one configuration and sure bar."""
 
-    def __init__(self, config: DedupConfig, index: Store) -> None:
+    def __init__(self, config: DedupConfig, index: Store, drop_above: float = SURE_SIMILARITY) -> None:
         self.config = config
         self.index = index
+        self.drop_above = drop_above
         needed = needed_methods(config)
         self._verify_methods = tuple(m for m in decision_order() if m in needed)
         # The crawl's learned URL rules: whether two URLs are one page (None: no rules).
@@ -35,8 +50,9 @@ class Decision:
     ) -> Verdict:
         """Find the best earlier match of ``fp`` in its scope and record the page.
 
-        A page not judged is recorded as skipped; a duplicate is recorded with what it
-        duplicates; any other page is admitted and becomes findable. A page whose revisit
+        A page not judged is recorded as skipped; a sure duplicate is recorded with what it
+        duplicates; any other page is admitted and becomes findable, a page let through with
+        the match it resembles. A page whose revisit
         ``key`` (its canonical URL) has a record already is a revisit: never a duplicate of
         itself, and its record is updated, not repeated. With ``many`` (items: a page may yield
         several under one URL), a changed one is recorded beside the others, not over them.
@@ -76,19 +92,20 @@ class Decision:
             if revisit is not None:
                 return revisit
         weak = best is not None and best[1].weak
-        if best is not None and best[0][0]:  # only pages an interrupted run admitted: let it through
-            verdict = index.record(url, probe, scope, None, source, key, replace=replace)
-            return dataclasses.replace(
-                verdict, duplicate_of=match[0], duplicate_of_url=index.url_of(match[0]), similarity=match[1],
-                method=match[2], unconfirmed=True, weak=weak,
-            )  # fmt: skip
-        verdict = index.record(url, probe, scope, match, source, key, replace=replace)
+        on_unconfirmed = best is not None and best[0][0]  # only pages an interrupted run admitted
+        # A page the crawl lets through (unconfirmed, or not sure) is an original: admitted, so its
+        # later copies are sure duplicates of it; its match is kept as a weak link for the report.
+        let_through = on_unconfirmed or (bool(match) and not sure(match[2], match[1], weak, self.drop_above))
+        verdict = index.record(url, probe, scope, match, source, key, replace=replace, admit=let_through)
+        if on_unconfirmed:
+            return dataclasses.replace(verdict, duplicate=False, unconfirmed=True, weak=weak)
         if weak:
             verdict = dataclasses.replace(verdict, weak=True)
         if replace is None:  # a new page, or another item of a page's URL
             return verdict
         # "unchanged" only while it stays what it was: a duplicate now admitted is new to the output.
-        same = verdict.duplicate and earlier.exact is not None and earlier.exact == probe.exact
+        kept = verdict.duplicate and not let_through
+        same = kept and earlier.exact is not None and earlier.exact == probe.exact
         return dataclasses.replace(verdict, revisit="unchanged" if same else "changed")
 
     def revisit_by_rules(

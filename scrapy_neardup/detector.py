@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .config import DedupConfig
-from .decision import Decision
+from .decision import SURE_SIMILARITY, Decision
 from .exceptions import IndexFailure
 from .fingerprint import Fingerprint, fingerprint
 from .index import Verdict
@@ -55,13 +55,23 @@ class Arrival:
 
 
 class Detector:
-    """Judges pages against an index with one configuration, fingerprinting in ``workers``."""
+    """Judges pages against an index with one configuration, fingerprinting in ``workers``.
 
-    def __init__(self, config: DedupConfig, index: Index, workers: WorkerPool | None = None) -> None:
+    ``drop_above``: the sure bar (NEARDUP_DROP_ABOVE); a match under it is recorded admitted,
+    with its weak link, whatever is done with the page.
+    """
+
+    def __init__(
+        self,
+        config: DedupConfig,
+        index: Index,
+        workers: WorkerPool | None = None,
+        drop_above: float = SURE_SIMILARITY,
+    ) -> None:
         self.config = config
         self.index = index
         self.workers = workers or WorkerPool(config, 0, None)
-        self._decide = Decision(config, index)
+        self._decide = Decision(config, index, drop_above)
 
     def use_url_rules(self, same_page: Callable[[str, str], bool]) -> None:
         """Judge with the crawl's learned URL rules: a page they call the same as a record of an

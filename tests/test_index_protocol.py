@@ -18,6 +18,7 @@ from conftest import BACKENDS, make_index
 from detectors import sqlite_detector
 
 from scrapy_neardup import DedupConfig, fingerprint
+from scrapy_neardup.decision import SURE_SIMILARITY
 from scrapy_neardup.detector import Arrival, Detector
 from scrapy_neardup.scope import url_key
 from scrapy_neardup.signatures.exact import raw_hash
@@ -26,6 +27,11 @@ from scrapy_neardup.urls import RuleKey, read_rule
 CONFIG = DedupConfig(extractor="text", min_tokens=5)
 STORY = " ".join(f"the river survey counted {n} herons near the old mill this spring" for n in range(8))
 OTHER = " ".join(f"a concert in the park drew {n} listeners despite the cold wind" for n in range(8))
+# Six of STORY's eight sentences, then two others: STORY matches it under the sure bar.
+LISTING = " ".join(
+    [*(f"the river survey counted {n} herons near the old mill this spring" for n in range(6)),
+     *(f"a concert in the park drew {n} listeners despite the cold wind" for n in range(2))]
+)  # fmt: skip
 
 
 class Boom(Exception):
@@ -158,6 +164,30 @@ def test_scopes_keep_pages_apart(open_detector):
     detector.check("http://a.example/1", STORY)
     assert not detector.check("http://b.example/1", STORY + " more").duplicate
     assert detector.check("http://a.example/2", STORY + " more").duplicate
+
+
+def test_a_page_let_through_is_an_original_and_its_copies_are_sure_duplicates(open_detector):
+    """A page under the sure bar goes on: it is admitted, so its exact copies are dropped as its."""
+    detector = open_detector(CONFIG)
+    home = detector.check("http://a.example/", LISTING)
+    first = detector.check("http://a.example/story", STORY)
+    assert first.duplicate and first.duplicate_of == home.doc_id and not first.weak
+    assert first.similarity < SURE_SIMILARITY  # not sure: the crawl lets it through
+    record = detector.index.get(first.doc_id)
+    assert (record["status"], record["duplicate_of"], record["method"]) == ("unique", home.doc_id, "spotsigs")
+    copies = [("http://a.example/story?utm_source=x", STORY), ("http://b.example/story", STORY + "  ")]
+    for url, body in copies:  # a byte copy (found before extraction), then a copy of its text
+        copy = detector.check(url, body)
+        assert (copy.duplicate, copy.method, copy.duplicate_of) == (True, "exact", first.doc_id)
+    assert [edge[1:] for edge in detector.index.duplicate_edges()] == [(first.doc_id, 1.0, "exact")] * 2
+    assert detector.index.stats()["unique"] == 2
+
+
+def test_a_bar_of_zero_records_every_match_as_a_duplicate(tmp_path):
+    with Detector(CONFIG, make_index("memory", CONFIG, tmp_path), drop_above=0.0) as detector:
+        detector.check("http://a.example/", LISTING)
+        first = detector.check("http://a.example/story", STORY)
+        assert first.duplicate and detector.index.get(first.doc_id)["status"] == "duplicate"
 
 
 def test_every_backend_records_the_same_pages(tmp_path, aeb_pages, redis_url):

@@ -619,3 +619,33 @@ def test_html_report_pages_filters_and_searches_in_chromium(tmp_path, browser):
     inserted = [e.text.strip() for e in browser.find_elements(By.CSS_SELECTOR, ".pane .ins")]
     assert deleted == ["brown", "lazy"] and inserted == ["red"]
     assert "1 word only in this member" in browser.find_element(By.CSS_SELECTOR, ".legend").text
+
+
+def test_a_page_let_through_is_a_weak_link_in_every_format(tmp_path):
+    """A match under the sure bar: the page is admitted and in no cluster but its own copy's; every
+    format shows what it resembles."""
+    from test_index_protocol import CONFIG, LISTING, STORY
+
+    from scrapy_neardup.detector import Detector
+
+    with Detector(CONFIG, SQLiteIndex(tmp_path / "weak.db", CONFIG)) as detector:
+        detector.check("http://a.example/", LISTING)
+        detector.check("http://a.example/story", STORY)
+        detector.check("http://a.example/story?utm_source=x", STORY)
+        out = {fmt: io.StringIO() for fmt in ("json", "csv", "html")}
+        for fmt, handle in out.items():
+            render_report(detector.index, handle, fmt)
+    report = json.loads(out["json"].getvalue())
+    assert (report["unique"], report["duplicates"]) == (2, 1)
+    assert [[m["url"] for m in c["members"]] for c in report["clusters"]] == [
+        ["http://a.example/story", "http://a.example/story?utm_source=x"]
+    ]
+    [weak] = report["let_through"]
+    assert (weak["url"], weak["resembles"], weak["method"]) == (
+        "http://a.example/story", "http://a.example/", "spotsigs",
+    )  # fmt: skip
+    assert 0 < weak["similarity"] < 0.65
+    rows = {r["url"]: r for r in csv.DictReader(io.StringIO(out["csv"].getvalue()))}
+    story = rows["http://a.example/story"]
+    assert (story["status"], story["duplicate_of"]) == ("unique", "http://a.example/")
+    assert "<h2>Let through</h2>" in out["html"].getvalue()

@@ -5,12 +5,8 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any
 
+from ..decision import sure
 from ..index import Verdict
-
-# The similarity a near-duplicate needs, on strong evidence, to be dropped (exact copies always are):
-# over every labelled set, the bar that drops no distinct page of the LLVM docs site (benchmarks,
-# docs/quality.md "The sure bar").
-SURE_SIMILARITY = 0.65
 
 
 class Action(str, Enum):
@@ -61,9 +57,7 @@ class Policy:
     def sure(self, verdict: Verdict) -> bool:
         """Whether a duplicate is sure enough to drop: an exact copy always; a near one at
         NEARDUP_DROP_ABOVE or more, on strong evidence (a bar of 0 drops every match)."""
-        if verdict.method == "exact" or self.drop_above <= 0:
-            return True
-        return not verdict.weak and (verdict.similarity or 0.0) >= self.drop_above
+        return sure(verdict.method, verdict.similarity, verdict.weak, self.drop_above)
 
     def as_dict(self, verdict: Verdict) -> dict[str, Any]:
         """The verdict as the spider and items see it (``neardup`` meta and field), with ``sure``:

@@ -16,6 +16,7 @@ from scrapy.settings import BaseSettings
 from scrapy.utils.project import data_path
 
 from ..config import MAX_WORKERS, DedupConfig
+from ..decision import SURE_SIMILARITY
 from ..exceptions import ConfigError, NearDupError
 from ..index import BACKENDS, IndexSpec, backend
 from ..index.base import fit_key_prefix
@@ -41,7 +42,7 @@ from ..report import FORMATS
 from ..report.clusters import CANONICAL_POLICIES
 from ..urls import EXPLORE
 from ..workers import AUTO_WORKERS_AFTER, default_workers, main_script_guarded
-from .policy import SURE_SIMILARITY, Action
+from .policy import Action
 
 logger = logging.getLogger("scrapy_neardup")
 

@@ -79,7 +79,7 @@ def open_session_parts(crawler: Crawler) -> Opened:
             "which is not in ITEM_PIPELINES: they are stored. Add it (the add-on does), or set "
             "NEARDUP_ACTION = 'ignore' to ignore duplicate responses instead"
         )
-    detector, urls = Detector(config, index, workers), None
+    detector, urls = Detector(config, index, workers, settings.drop_above), None
     if settings.learn_urls:
         observe = settings.action is Action.TAG  # every page goes on: the rules only learn
         urls = UrlRules(index, crawler.stats, crawler, settings.url_explore, settings.debug, observe)

@@ -118,6 +118,7 @@ class Store(Protocol):
         source: str | None = None,
         key: str | None = None,
         replace: Earlier | None = None,
+        admit: bool = False,
     ) -> Verdict: ...
 
     def earlier(self, key: str | None, scope: str, many: bool = False) -> Earlier | None: ...

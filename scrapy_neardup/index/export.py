@@ -56,4 +56,5 @@ def _copy(source: RedisIndex, target: SQLiteIndex, record: dict, new_ids: dict[i
     of = record["duplicate_of"]
     match = (new_ids[of], record["similarity"], record["method"]) if of in new_ids else None
     with target.transaction():
-        return target.record(record["url"], fp, record["scope"], match, where, key).doc_id
+        admit = record["status"] == "unique"  # a page let through keeps its weak link
+        return target.record(record["url"], fp, record["scope"], match, where, key, admit=admit).doc_id

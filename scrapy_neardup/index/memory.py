@@ -234,9 +234,10 @@ class MemoryIndex(MemoryUrls):
         source: str | None = None,
         key: str | None = None,
         replace: Earlier | None = None,
+        admit: bool = False,
     ) -> Verdict:
         state = self._state
-        record = stored_row(url, fp, scope, match, source, key, self._run)
+        record = stored_row(url, fp, scope, match, source, key, self._run, admit)
         record["exact"], status = fp.exact, record["status"]  # kept as they are: nothing reads them stored
         if replace is not None:
             doc_id = replace.id

@@ -12,11 +12,20 @@ from .codecs import array_blob, extra_json, signed, spots_blob
 
 
 def stored_row(
-    url: str, fp: Fingerprint, scope: Any, match: Match | None, source: str | None, key: str | None, run: Any
+    url: str,
+    fp: Fingerprint,
+    scope: Any,
+    match: Match | None,
+    source: str | None,
+    key: str | None,
+    run: Any,
+    admit: bool = False,
 ) -> dict[str, Any]:
     """The fields a backend keeps for a page: its verdict and its signatures, encoded as stored
-    (``fp.spots`` in the stored 32-bit form). ``scope`` is the backend's own id of the scope."""
-    status = "skipped" if not fp.judged else ("duplicate" if match else "unique")
+    (``fp.spots`` in the stored 32-bit form). ``scope`` is the backend's own id of the scope.
+    With ``admit``, a page with a match is admitted all the same (let through: its match is a
+    weak link, not a duplicate edge)."""
+    status = "skipped" if not fp.judged else ("duplicate" if match and not admit else "unique")
     spots = fp.spots
     return {
         "url": storable(url), "title": storable(fp.title) or None,

@@ -352,11 +352,12 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns, RedisUrls
         source: str | None = None,
         key: str | None = None,
         replace: Earlier | None = None,
+        admit: bool = False,
     ) -> Verdict:
         scope_id = self._scope_id(scope)
         row = {
             name.encode(): value
-            for name, value in stored_row(url, fp, scope_id, match, source, key, self._run).items()
+            for name, value in stored_row(url, fp, scope_id, match, source, key, self._run, admit).items()
         }
         status, spots = row[b"status"], fp.spots
         old = self._rows([replace.id]) if replace is not None else []

@@ -390,14 +390,16 @@ class SQLiteIndex(SQLiteReading, SQLiteUrls):
         source: str | None = None,
         key: str | None = None,
         replace: Earlier | None = None,
+        admit: bool = False,
     ) -> Verdict:
-        """Store a page with its verdict (``match``: what it duplicates); an admitted page becomes
-        findable. ``fp.spots`` are in the stored 32-bit form. A revisit ``replace``s its earlier
-        record (same id; its old lookup keys removed)."""
+        """Store a page with its verdict (``match``: what it duplicates, or with ``admit`` what a page
+        let through resembles); an admitted page becomes findable. ``fp.spots`` are in the stored
+        32-bit form. A revisit ``replace``s its earlier record (same id; its old lookup keys
+        removed)."""
         if fp.judged:
             self.spots.sync_order()  # posted in the file's order, frozen maybe by another process
         scope_id = self._scope_id(scope)
-        row = stored_row(url, fp, scope_id, match, source, key, self._run)
+        row = stored_row(url, fp, scope_id, match, source, key, self._run, admit)
         status, spots = row["status"], fp.spots
         if replace is not None:
             doc_id = replace.id

@@ -148,6 +148,18 @@ def arrange(sets: UnionFind, documents: Iterable[Member], policy: str) -> list[R
     return clusters
 
 
+@dataclass(frozen=True, slots=True)
+class LetThrough:
+    """A page that resembles an earlier one but was not sure enough to drop: the crawl let it
+    through, and the index admitted it. A weak link, not a duplicate edge: it joins no cluster."""
+
+    id: int
+    url: str
+    resembles: str  # the URL of the page it resembles
+    similarity: float | None
+    method: str | None
+
+
 @dataclass
 class ClusterSet:
     """Everything the three formats need: counts by status, the clusters, and the index's settings."""
@@ -163,6 +175,7 @@ class ClusterSet:
     action: str | None = None  # what the latest crawl did with duplicates: drop, tag, or None (a scan)
     url_rules: list[UrlRuleRow] = field(default_factory=list)  # the crawls' learned URL rules
     url_skips: list[SkippedRow] = field(default_factory=list)  # the requests they skipped
+    let_through: list[LetThrough] = field(default_factory=list)  # admitted pages with a weak link
 
     def members_by_id(self) -> dict[int, tuple[ReportCluster, Member]]:
         """Each clustered page's cluster and record (the CSV looks up every row here)."""
@@ -181,6 +194,7 @@ def load_clusters(index: Index, policy: str = "first-seen", progress: Progress |
     stats = index.stats()
     counts = {"unique": 0, "duplicate": 0, "skipped": 0}
     intern = sys.intern  # a handful of method names shared by every member
+    weak: list[tuple[int, str, int, float | None, str | None]] = []
 
     def edges() -> Iterator[tuple[int, int]]:
         progress.start("clustering duplicate edges", stats["duplicates"])
@@ -194,6 +208,8 @@ def load_clusters(index: Index, policy: str = "first-seen", progress: Progress |
         for r in index.documents():
             progress.tick()
             counts[r["status"]] = counts.get(r["status"], 0) + 1
+            if r["status"] == "unique" and r["duplicate_of"] is not None:
+                weak.append((r["id"], r["url"], r["duplicate_of"], r["similarity"], r["method"]))
             if r["id"] not in sets:  # most pages: no Member built for them
                 continue
             yield Member(
@@ -205,6 +221,10 @@ def load_clusters(index: Index, policy: str = "first-seen", progress: Progress |
     sets = join(edges())
     clusters = arrange(sets, members(sets), policy)
     del sets  # as large as the clusters: freed before the report is written
+    let_through = [
+        LetThrough(doc, url, (index.get(of) or {"url": ""})["url"], similarity, method)
+        for doc, url, of, similarity, method in weak
+    ]
     config = index.config
     return ClusterSet(
         policy=policy,
@@ -218,4 +238,5 @@ def load_clusters(index: Index, policy: str = "first-seen", progress: Progress |
         action=index.last_action(),
         url_rules=load_url_rules(index),
         url_skips=load_url_skips(index),
+        let_through=let_through,
     )

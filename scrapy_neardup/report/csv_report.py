@@ -39,6 +39,7 @@ def write_csv(clusters: ClusterSet, index: Index, handle: TextIO, progress: Prog
     """Write a header and one row per document to ``handle`` (opened with ``newline=''``)."""
     progress = progress or Progress(enabled=False)
     by_id = clusters.members_by_id()
+    resembles = {w.id: w.resembles for w in clusters.let_through}
     writer = csv.writer(handle, lineterminator="\r\n")
     writer.writerow(COLUMNS)
     progress.start("writing CSV", clusters.documents)
@@ -53,6 +54,8 @@ def write_csv(clusters: ClusterSet, index: Index, handle: TextIO, progress: Prog
             is_canonical = "1" if cluster.canonical.id == r["id"] else "0"
             target = by_id.get(r["duplicate_of"]) if r["duplicate_of"] else None
             duplicate_of = cell(target[1].url) if target else ""
+        if r["id"] in resembles:  # a page let through: what it resembles
+            duplicate_of = cell(resembles[r["id"]])
         similarity = "" if r["similarity"] is None else f"{r['similarity']:.4f}"
         writer.writerow((
             cell(r["url"]), cluster_id, canonical, is_canonical, duplicate_of, similarity, r["method"] or "",

@@ -32,7 +32,7 @@ import xxhash
 
 from ..index import Index
 from ..methods import decision_order
-from .clusters import CANONICAL_POLICIES, ClusterSet
+from .clusters import CANONICAL_POLICIES, ClusterSet, LetThrough
 from .progress import Progress
 from .url_rules import url_rules_html, url_rules_link
 
@@ -326,6 +326,30 @@ def write_texts(
     return keys
 
 
+def let_through_html(pages: list[LetThrough], shown: int = 200) -> str:
+    """The pages that resemble another but were let through: kept, and in no cluster."""
+    if not pages:
+        return ""
+    parts = [
+        "<h2>Let through</h2>",
+        f'<p class="note">{len(pages):,} pages resemble an earlier page, not enough to be sure '
+        "(under the sure bar, or on weak evidence): they were let through and admitted, so they "
+        "are in no cluster but their own copies'.</p>",
+        '<table class="rules"><thead><tr><th>Page</th><th>Resembles</th><th class="num">Similarity</th>'
+        "<th>Method</th></tr></thead><tbody>",
+    ]
+    for w in pages[:shown]:
+        similarity = "" if w.similarity is None else f"{w.similarity:.3f}"
+        parts.append(
+            f'<tr><td class="url">{esc(w.url)}</td><td class="url">{esc(w.resembles)}</td>'
+            f'<td class="num">{similarity}</td><td>{esc(w.method or "")}</td></tr>'
+        )
+    parts.append("</tbody></table>")
+    if len(pages) > shown:
+        parts.append(f'<p class="note">{len(pages) - shown:,} more in the JSON and CSV reports.</p>')
+    return "\n".join(parts)
+
+
 def write_html(
     clusters: ClusterSet,
     index: Index,
@@ -358,6 +382,7 @@ def write_html(
         "SUBTITLE": subtitle, "SUMMARY": summary_html(clusters, t), "CHARTS": charts_html(clusters, t),
         "RULES": url_rules_html(clusters.url_rules, clusters.url_skips),
         "RULES_LINK": url_rules_link(clusters.url_rules, clusters.url_skips),
+        "RESEMBLING": let_through_html(clusters.let_through),
     }  # fmt: skip
     handle.write(_MARKER.sub(lambda m: values[m.group(1)], head))
     text_keys = write_texts(clusters, index, handle, text_budget, progress)

@@ -27,6 +27,10 @@ def header(clusters: ClusterSet) -> dict[str, Any]:
         "settings": clusters.settings,
         "url_rules": url_rules_json(clusters.url_rules),
         "url_skips": url_skips_json(clusters.url_skips),
+        "let_through": [
+            {"url": w.url, "resembles": w.resembles, "similarity": w.similarity, "method": w.method}
+            for w in clusters.let_through
+        ],
     }
 
 
