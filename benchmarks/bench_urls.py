@@ -1,6 +1,7 @@
 """Copies skipped before their download: learned URL rules beside MaybeDont, on real pages.
 
-    python benchmarks/bench_urls.py [--repeat 3] [--configs A,B] [--view-every 4] [--scenarios]
+    python benchmarks/bench_urls.py [--repeat 3] [--configs A,B] [--view-every 4] [--backend redis]
+                                    [--scenarios]
 
 Needs the ``bench`` extra (``pip install -e '.[bench]'``: MaybeDont, scrapy-redis).
 
@@ -15,6 +16,9 @@ MaybeDont (its PyPI package, its defaults). Printed per configuration (median of
 repeats): responses downloaded, duplicate requests (responses of pages fetched already under
 another URL) and the share of the crawl-without's duplicates avoided, the distinct pages
 never fetched (the most of any round), and the wall time and its ratio to the crawl without.
+Each add-on crawl also prints its requests skipped and the responses downloaded when each rule
+was adopted or revoked. ``--backend redis`` keeps the add-on's index in a private redis-server (a fresh
+key a crawl) instead of an SQLite file.
 
 ``--scenarios`` then runs, with the add-on, the crawls whose pages must all be fetched: one
 stopped twice (SIGINT, as Ctrl-C) and resumed from its JOBDIR, a re-run on the index it left,
@@ -24,7 +28,9 @@ and two crawlers sharing a scrapy-redis queue and one Redis index (a redis-serve
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import random
 import shutil
 import signal
@@ -127,7 +133,19 @@ def crawl_once(config: dict) -> None:
         }
     )  # fmt: skip
     crawler = process.create_crawler(UrlSpider)
+    decided: list[tuple[int, str]] = []
+
+    class Decided(logging.Handler):
+        """The rules adopted or revoked, with the responses downloaded by then."""
+
+        def emit(self, record: logging.LogRecord) -> None:
+            message = record.getMessage()
+            if "URL rule" in message and (" adopted (" in message or " revoked (" in message):
+                decided.append((crawler.stats.get_value("downloader/response_count", 0), message[21:]))
+
+    logging.getLogger("scrapy_neardup").addHandler(Decided(logging.INFO))
     process.crawl(crawler)
+    logging.getLogger("scrapy_neardup").setLevel(logging.INFO)  # its handlers stay at WARNING
     process.start()
     stats = crawler.stats.get_stats()
     Path(config["out"]).write_text(
@@ -137,6 +155,7 @@ def crawl_once(config: dict) -> None:
                 "seconds": stats.get("elapsed_time_seconds", 0.0),
                 "reason": stats.get("finish_reason"),
                 "urls": {k.split("/")[-1]: v for k, v in stats.items() if k.startswith("neardup/urls/")},
+                "decided": decided,
             }
         )
     )
@@ -189,38 +208,52 @@ def finish(proc: subprocess.Popen, work: Path, name: str) -> dict:
     return json.loads((work / f"{name}.json").read_text())
 
 
-def run(site: Site, settings: dict, work: Path) -> dict:
-    """One whole crawl with its own index; its result with the URLs that reached the spider."""
+def run(site: Site, settings: dict, work: Path, redis_url: str | None = None) -> dict:
+    """One whole crawl with its own index (an SQLite file, or a fresh key of ``redis_url``); its
+    result with the URLs that reached the spider."""
     work.mkdir(parents=True)
-    result = finish(
-        start_crawl(site, {"NEARDUP_DB": str(work / "index.sqlite"), **settings}, work, "crawl"),
-        work,
-        "crawl",
-    )
+    if redis_url is None:
+        index = {"NEARDUP_DB": str(work / "index.sqlite")}
+    else:
+        index = {
+            "NEARDUP_BACKEND": "redis",
+            "NEARDUP_REDIS_URL": redis_url,
+            "NEARDUP_REDIS_KEY": uuid.uuid4().hex,
+        }
+    result = finish(start_crawl(site, {**index, **settings}, work, "crawl"), work, "crawl")
     result["parsed"] = (work / "parsed.txt").read_text().split()
-    result["rules"] = rules_of(work / "index.sqlite")
+    result["rules"] = rules_of(work / "index.sqlite", redis_url, index.get("NEARDUP_REDIS_KEY"))
     return result
 
 
-def rules_of(db: Path) -> dict[str, list[str]]:
+def rules_of(db: Path, redis_url: str | None = None, key: str | None = None) -> dict[str, list[str]]:
     """The rules an index holds that were decided, by status, named without their host."""
-    if not db.exists():
-        return {}
-    with sqlite3.connect(db) as con:
-        rows = con.execute("SELECT rule, status FROM url_rules WHERE status != 'learning' ORDER BY rule")
-        decided: dict[str, set[str]] = {}
-        for rule, status in rows:
-            _, section, kind, name = rule.split("\t")
-            name = "hosts" if kind == "host" else f"{kind} {name}" + (f" under /{section}" if section else "")
-            decided.setdefault(status, set()).add(name)
+    from scrapy_neardup.urls import read_rule
+
+    if redis_url is not None:
+        import redis
+
+        status = redis.Redis.from_url(redis_url).hgetall(f"{key}:url_status")
+        rows = [(rule, 0, 0, value) for rule, value in status.items()]
+    elif db.exists():
+        with sqlite3.connect(db) as con:
+            rows = con.execute("SELECT rule, same, differ, status FROM url_rules").fetchall()
+    else:
+        rows = []
+    decided: dict[str, set[str]] = {}
+    for row in rows:
+        rule, _, _, status = read_rule(row)
+        if status != "learning":
+            name = "hosts" if rule.kind == "host" else f"{rule.kind} {rule.name}"
+            decided.setdefault(status, set()).add(name + (f" under /{rule.section}" if rule.section else ""))
     return {status: sorted(names) for status, names in decided.items()}
 
 
-def table(site: Site, args: argparse.Namespace, names: list[str], tmp: Path) -> None:
+def table(site: Site, args: argparse.Namespace, names: list[str], tmp: Path, redis_url: str | None) -> None:
     results: dict[str, list[dict]] = {name: [] for name in names}
     for round_ in range(args.repeat):
         for at, name in enumerate(names):
-            result = run(site, CONFIGS[name], tmp / f"{round_}-{at}")
+            result = run(site, CONFIGS[name], tmp / f"{round_}-{at}", redis_url)
             result["fetched"] = site.distinct(result["parsed"])
             results[name].append(result)
             print(
@@ -228,12 +261,21 @@ def table(site: Site, args: argparse.Namespace, names: list[str], tmp: Path) -> 
                 f"{len(site.truth)} pages, {result['seconds']:.1f} s {result['urls']}",
                 flush=True,
             )
+            if result["decided"]:
+                print("    decided at response: " + ", ".join(str(at) for at, _ in result["decided"]))
             for status in ("adopted", "revoked"):
                 if result["rules"].get(status):
                     print(f"    {status}: {', '.join(result['rules'][status])}")
             if len(result["fetched"]) < len(site.truth):
                 print(f"    never fetched: {sorted(site.truth - result['fetched'])}")
-    print(f"\n{len(site.truth)} distinct pages, {args.repeat} rounds (medians)")
+    print(f"\n{len(site.truth)} distinct pages, {args.repeat} rounds (medians), index: {args.backend}")
+    for name in names:
+        skipped = [r["urls"].get("skipped", 0) for r in results[name]]
+        if any(skipped):
+            print(
+                f"{name}: requests skipped {skipped}, median {statistics.median(skipped):.0f} "
+                f"(min {min(skipped)}, max {max(skipped)})"
+            )
     without = results.get("without")
     dup_without = statistics.median(r["responses"] - len(r["fetched"]) for r in without) if without else None
     secs_without = statistics.median(r["seconds"] for r in without) if without else None
@@ -340,6 +382,7 @@ def main() -> None:
     parser.add_argument("--articles", type=int, default=None, help="only the first aeb pages")
     parser.add_argument("--view-every", type=int, default=4, help="view=full changes one article in so many")
     parser.add_argument("--scenarios", action="store_true", help="then stop and resume, re-run, two crawlers")
+    parser.add_argument("--backend", choices=("sqlite", "redis"), default="sqlite", help="the add-on's index")
     parser.add_argument("--crawl", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.crawl:
@@ -350,9 +393,15 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown configs {unknown}; choose from {', '.join(CONFIGS)}")
     site = Site(real_articles(args.articles), args.view_every)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        redis_url = None
+        if args.backend == "redis" and names:
+            server = shutil.which("redis-server")
+            if server is None:
+                parser.error("--backend redis needs a redis-server on PATH")
+            redis_url = stack.enter_context(redis_server(server, Path(tmp)))
         if names:
-            table(site, args, names, Path(tmp))
+            table(site, args, names, Path(tmp), redis_url)
         if args.scenarios:
             scenarios(site, Path(tmp))
     site.server.shutdown()

@@ -357,3 +357,28 @@ def test_tag_mode_skips_nothing_and_counts_what_the_rules_would_skip(tmp_path):
     assert "neardup/urls/skipped" not in result["stats"]
     assert result["stats"]["neardup/urls/would_skip"] > 0 and result["stats"]["neardup/urls/adopted"] >= 2
     assert len(result["parsed"]) == len(without["parsed"])  # every request fetched
+
+
+def test_sqlite_and_redis_indexes_learn_the_same_rules_at_the_same_pages(tmp_path, redis_url):
+    """One request at a time and none explored, a crawl is the same on any index: the rules are
+    adopted at the same page and the same requests skipped, whatever the index returns as bytes."""
+    import redis
+
+    settings = {**ADDON, "NEARDUP_WORKERS": 0, "CONCURRENT_REQUESTS": 1, "NEARDUP_URL_EXPLORE": 0.0}
+    prefix = uuid.uuid4().hex
+    on_redis = {"NEARDUP_BACKEND": "redis", "NEARDUP_REDIS_URL": redis_url, "NEARDUP_REDIS_KEY": prefix}
+    with url_site(COUNT) as base:
+        sqlite = crawl(tmp_path, [base + "/list?page=0"], {**settings, "NEARDUP_DB": str(tmp_path / "s.db")})
+        on = crawl(tmp_path, [base + "/list?page=0"], {**settings, **on_redis})
+    with sqlite3.connect(tmp_path / "s.db") as con:
+        in_sqlite = con.execute("SELECT rule, status FROM url_rules").fetchall()
+    in_redis = redis.Redis.from_url(redis_url).hgetall(f"{prefix}:url_status").items()
+    assert adopted(in_sqlite) == adopted(in_redis) >= {"param utm_source", "param sid", "param ref"}
+    assert sqlite["stats"]["neardup/urls/skipped"] == on["stats"]["neardup/urls/skipped"] > 0
+    assert sqlite["parsed"] == on["parsed"]  # the same pages, in the same order
+
+
+def adopted(rows) -> set[str]:
+    """The adopted rules among (key, status) rows as an index stores them, by kind and name."""
+    keys = (urls.read_rule((rule, 0, 0, status)) for rule, status in rows)
+    return {f"{key.kind} {key.name}" for key, _, _, status in keys if status == "adopted"}
