@@ -100,3 +100,31 @@ def without_root_override() -> list[str]:
     if shutil.which("setpriv") is None:
         pytest.skip("as root a file's mode does not stop writes, and setpriv is not here to drop that right")
     return ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner", "--inh-caps=-all"]
+
+
+@contextlib.contextmanager
+def lock_held(db: Path) -> Iterator[None]:
+    """Another process holding an exclusive transaction on the SQLite file ``db`` meanwhile."""
+    hold = (
+        "import sqlite3, sys, time; c = sqlite3.connect(sys.argv[1], isolation_level=None); "
+        "c.execute('BEGIN EXCLUSIVE'); print('held', flush=True); time.sleep(60)"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", hold, str(db)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        yield
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def read_only_index(tmp_path: Path, what: str) -> Path:
+    """An index of the test site's articles made read-only: the ``file`` itself, or its ``folder``."""
+    from scrapy_neardup.cli import main
+
+    folder = tmp_path / "kept"
+    folder.mkdir()
+    db = folder / "index.db"
+    assert main(["scan", str(SITE / "articles"), "--db", str(db), "--workers", "0"]) == 0
+    (db if what == "file" else folder).chmod(0o444 if what == "file" else 0o555)
+    return db

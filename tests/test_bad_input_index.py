@@ -15,7 +15,7 @@ import zlib
 from pathlib import Path
 
 import pytest
-from crawling import without_root_override
+from crawling import lock_held, read_only_index, without_root_override
 
 from scrapy_neardup.cli import main
 from scrapy_neardup.report import write_report
@@ -263,27 +263,15 @@ def _scan_refused_in_one_line(run: subprocess.CompletedProcess, db: Path, needle
 def test_a_scan_of_a_locked_index_waits_then_stops_in_one_line(tmp_path, index_file):
     db = tmp_path / "locked.db"
     shutil.copy(index_file, db)
-    hold = (
-        "import sqlite3, sys, time; c = sqlite3.connect(sys.argv[1], isolation_level=None); "
-        "c.execute('BEGIN EXCLUSIVE'); print('held', flush=True); time.sleep(60)"
-    )
-    holder = subprocess.Popen([sys.executable, "-c", hold, str(db)], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with lock_held(db):
         run = _cli("scan", str(SITE), "--db", str(db), "--workers", "2", "--lock-timeout", "1")
-    finally:
-        holder.kill()
-        holder.wait()
     _scan_refused_in_one_line(run, db, "another process holds a lock on it")
 
 
 @pytest.mark.parametrize("what", ["file", "folder"])
 def test_a_scan_of_a_read_only_index_stops_in_one_line(tmp_path, what):
-    folder = tmp_path / "kept"
-    folder.mkdir()
-    db = folder / "index.db"
-    assert main(["scan", str(SITE / "articles"), "--db", str(db), "--workers", "0"]) == 0
-    (db if what == "file" else folder).chmod(0o444 if what == "file" else 0o555)
+    db = read_only_index(tmp_path, what)
+    folder = db.parent
     before = db.read_bytes()
     command = [
         sys.executable,

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from crawling import without_root_override
+from crawling import lock_held, read_only_index, without_root_override
 
 from scrapy_neardup.cli import main
 
@@ -67,30 +67,18 @@ def _refused_in_one_line(done: subprocess.CompletedProcess, db: Path, needle: st
 def test_scrapy_crawl_on_a_locked_index_waits_then_fails_in_one_line(tmp_path):
     db = tmp_path / "locked.db"
     assert main(["scan", str(SITE / "articles"), "--db", str(db), "--workers", "0"]) == 0
-    hold = (
-        "import sqlite3, sys, time; c = sqlite3.connect(sys.argv[1], isolation_level=None); "
-        "c.execute('BEGIN EXCLUSIVE'); print('held', flush=True); time.sleep(60)"
-    )
-    holder = subprocess.Popen([sys.executable, "-c", hold, str(db)], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with lock_held(db):
         done = scrapy(
             "crawl", "news", "-a", "start_url=http://127.0.0.1:9/", "-s", f"NEARDUP_DB={db}",
             "-s", "NEARDUP_LOCK_TIMEOUT=1",
         )  # fmt: skip
-    finally:
-        holder.kill()
-        holder.wait()
     _refused_in_one_line(done, db, "another process holds a lock on it")
 
 
 @pytest.mark.parametrize("what", ["file", "folder"])
 def test_scrapy_crawl_on_a_read_only_index_fails_in_one_line(tmp_path, what):
-    folder = tmp_path / "kept"
-    folder.mkdir()
-    db = folder / "index.db"
-    assert main(["scan", str(SITE / "articles"), "--db", str(db), "--workers", "0"]) == 0
-    (db if what == "file" else folder).chmod(0o444 if what == "file" else 0o555)
+    db = read_only_index(tmp_path, what)
+    folder = db.parent
     before = db.read_bytes()
     command = [sys.executable, "-m", "scrapy", "crawl", "news", "-a", "start_url=http://127.0.0.1:9/"]
     done = subprocess.run(
