@@ -123,6 +123,8 @@ class CrawlSession:
             return verdict
         if verdict.duplicate:
             content = verdict.duplicate_of
+            if not self.policy.sure(verdict):  # let through: an original of its own, near another
+                return verdict
             if content is None or content in self._met or not self._from_earlier_crawl(content):
                 return verdict
             self._remember(content, verdict.url)

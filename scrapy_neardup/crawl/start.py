@@ -82,7 +82,9 @@ def open_session_parts(crawler: Crawler) -> Opened:
     detector, urls = Detector(config, index, workers, settings.drop_above), None
     if settings.learn_urls:
         observe = settings.action is Action.TAG  # every page goes on: the rules only learn
-        urls = UrlRules(index, crawler.stats, crawler, settings.url_explore, settings.debug, observe)
+        urls = UrlRules(
+            index, crawler.stats, crawler, settings.url_explore, settings.debug, observe, policy.sure
+        )
         urls.start(forget=settings.url_rules_reset)
         detector.use_url_rules(urls.model.same_page)
     return Opened(config, settings, policy, detector, urls)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Callable
 from typing import Any
 
 from scrapy.exceptions import IgnoreRequest
@@ -45,10 +46,12 @@ class UrlRules:
         explore: float = EXPLORE,
         debug: bool = False,
         observe: bool = False,
+        sure: Callable[[Verdict], bool] = lambda verdict: True,
     ) -> None:
         self.index = index
         self.explore = explore
         self.observe = observe  # tag mode: learn, count what would be skipped, skip nothing
+        self.sure = sure  # whether a duplicate is sure (the crawl's bar): else it is an original
         self.salt = random.getrandbits(32)  # the share explored is drawn afresh in every run
         self.debug = debug  # log every skipped request, not only the first
         self._logged = False
@@ -151,7 +154,10 @@ class UrlRules:
             self._failed = True
 
     def _learn(self, request: Request, response: Response, verdict: Verdict) -> None:
-        cluster: int | None = verdict.duplicate_of if verdict.duplicate_of is not None else verdict.doc_id
+        # A page let through under the sure bar is an original of its own content, not a copy of
+        # the page it resembles: evidence pairs it with its own copies only.
+        same = verdict.duplicate_of is not None and not (verdict.duplicate and not self.sure(verdict))
+        cluster: int | None = verdict.duplicate_of if same else verdict.doc_id
         if verdict.revisit == "unchanged":
             cluster = None  # the same as its own earlier version says nothing of other pages
         changes: dict[RuleKey, list[int]] = {}
