@@ -215,6 +215,8 @@ class Evidence:
 
     same: list[RuleKey] = field(default_factory=list)
     differ: list[RuleKey] = field(default_factory=list)
+    # Differences a pair of the page's own content shows to change nothing, whatever their status.
+    harmless: set[RuleKey] = field(default_factory=set)
 
 
 class UrlModel:
@@ -278,6 +280,7 @@ class UrlModel:
         page's own content differs by (that element changed neither page)."""
         evidence, pairs = Evidence(), self._pairs(form, keys)
         harmless = {k for keys, _, other_cluster in pairs if other_cluster == cluster for k in keys}
+        evidence.harmless = {self._general(k) for k in harmless}
         for keys, other, other_cluster in pairs:
             if other_cluster == cluster:
                 evidence.same += [k for k in keys if self._witness(k, cluster)]
@@ -329,6 +332,12 @@ class UrlModel:
             return False
         seen.add(cluster)
         return True
+
+    def blamed(self, keys: list[RuleKey], harmless: set[RuleKey]) -> list[RuleKey]:
+        """The rules a wrong prediction by ``keys`` blames: those that no pair of the page's own
+        content shows harmless (all of them when each is), so that a parameter changing a few
+        pages does not take the rules it was used beside down with it."""
+        return [k for k in keys if self._general(k) not in harmless] or keys
 
     def cluster_of(self, url: str) -> int | None:
         """The content cluster of a page this crawl fetched (None: unknown)."""

@@ -147,6 +147,8 @@ def test_a_crawl_skips_copies_before_their_download_and_fetches_every_page(tmp_p
     adopted = [rule for rule in report["url_rules"] if rule["status"] == "adopted"]
     assert all(rule["error_bound"] < 0.1 and rule["differ"] == 0 for rule in adopted)
     assert sum(rule["skipped"] for rule in adopted) >= result["stats"]["neardup/urls/skipped"] > 0
+    clean = [c["clean_url"] for c in report["clusters"]]  # named without what the rules drop
+    assert clean and not any("sid=" in url or "utm_source" in url for url in clean)
     skips = report["url_skips"]  # each skipped request once, with its rule and predicted original
     assert len(skips) == result["stats"]["neardup/urls/skipped"]
     assert all(s["rules"] and s["predicted_copy_of"] in result["parsed"] for s in skips)
@@ -382,3 +384,15 @@ def adopted(rows) -> set[str]:
     """The adopted rules among (key, status) rows as an index stores them, by kind and name."""
     keys = (urls.read_rule((rule, 0, 0, status)) for rule, status in rows)
     return {f"{key.kind} {key.name}" for key, _, _, status in keys if status == "adopted"}
+
+
+def test_a_wrong_prediction_blames_only_the_rules_its_own_content_does_not_clear():
+    """A predicted copy fetched to check the rules turns out other content: of the rules that made
+    the prediction, a parameter its own copies show harmless is spared; the others are blamed."""
+    model = UrlModel()
+    sid, view = (RuleKey("http://h", "", PARAM, name) for name in ("sid", "view"))
+    model.observe("http://h/a?id=1&view=full", 2)
+    evidence = model.observe("http://h/a?id=1&view=full&sid=7", 2)
+    assert model.blamed([sid, view], evidence.harmless) == [view]
+    assert model.blamed([sid, view], set()) == [sid, view]
+    assert model.blamed([sid], evidence.harmless) == [sid]  # one rule: it is the one to blame

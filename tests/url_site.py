@@ -54,15 +54,17 @@ def synthetic(count: int, seed: int = 7) -> list[Article]:
     return articles
 
 
-def pages(count: int, view_every: int = 4) -> set[tuple[str, int, str]]:
+def pages(count: int, view_every: int = 4, view_from: int | None = None) -> set[tuple[str, int, str]]:
     """The distinct pages of a site of ``count`` articles, as (path, id or page, variant) keys."""
     found = {("a", n, "") for n in range(count)} | {("a", n, "de") for n in range(count)}
-    found |= {("a", n, "full") for n in range(0, count, view_every)}
+    found |= {("a", n, "full") for n in range(count) if _viewed(n, view_every, view_from)}
     found |= {("list", k, "") for k in range(_lists(count))}
     return found
 
 
-def page_of(path: str, query: dict[str, list[str]], view_every: int = 4) -> tuple[str, int, str] | None:
+def page_of(
+    path: str, query: dict[str, list[str]], view_every: int = 4, view_from: int | None = None
+) -> tuple[str, int, str] | None:
     """Which distinct page a URL is (None: no such page)."""
     try:
         number = int(query.get("id", query.get("page", ["0"]))[0])
@@ -74,18 +76,24 @@ def page_of(path: str, query: dict[str, list[str]], view_every: int = 4) -> tupl
         return None
     if query.get("lang") == ["de"]:
         return "a", number, "de"
-    if query.get("view") == ["full"] and number % view_every == 0:
+    if query.get("view") == ["full"] and _viewed(number, view_every, view_from):
         return "a", number, "full"
     return "a", number, ""
+
+
+def _viewed(number: int, view_every: int, view_from: int | None) -> bool:
+    """Whether ``view=full`` changes article ``number``: every ``view_every``-th, or with
+    ``view_from`` only the articles from that one on (the last of the crawl)."""
+    return number >= view_from if view_from is not None else number % view_every == 0
 
 
 def _lists(count: int) -> int:
     return (count + PER_LIST - 1) // PER_LIST
 
 
-def handler(articles: Sequence[Article], port: list[int], view_every: int = 4):
+def handler(articles: Sequence[Article], port: list[int], view_every: int = 4, view_from: int | None = None):
     """A request handler class serving the site of ``articles`` (``port[0]``: where it listens;
-    ``view_every``: the articles ``view=full`` changes, every fourth by default)."""
+    ``view_every``, ``view_from``: the articles ``view=full`` changes, every fourth by default)."""
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args: object) -> None:
@@ -94,7 +102,7 @@ def handler(articles: Sequence[Article], port: list[int], view_every: int = 4):
         def do_GET(self) -> None:
             parts = urlsplit(self.path)
             query = parse_qs(parts.query)
-            key = page_of(parts.path, query, view_every)
+            key = page_of(parts.path, query, view_every, view_from)
             if key is None or not 0 <= key[1] < (len(articles) if key[0] == "a" else _lists(len(articles))):
                 self.send_error(404)
                 return

@@ -161,8 +161,10 @@ class UrlRules:
         if verdict.revisit == "unchanged":
             cluster = None  # the same as its own earlier version says nothing of other pages
         changes: dict[RuleKey, list[int]] = {}
+        harmless: set[RuleKey] = set()
         for url in dict.fromkeys([*request.meta.get("redirect_urls", ()), request.url, response.url]):
             evidence = self.model.observe(url, cluster)
+            harmless |= evidence.harmless
             for key in evidence.same:
                 changes.setdefault(key, [0, 0])[0] += 1
             for key in evidence.differ:
@@ -170,8 +172,9 @@ class UrlRules:
         checks = request.meta.get(CHECKS)
         predicted = self.model.cluster_of(checks[0]) if checks and cluster is not None else None
         if predicted not in (None, cluster):  # a rule predicted a copy of other content
-            for text in checks[1]:
-                changes.setdefault(RuleKey.parse(text), [0, 0])[1] += 1  # written by this crawl
+            used = [RuleKey.parse(text) for text in checks[1]]  # written by this crawl
+            for key in self.model.blamed(used, harmless):
+                changes.setdefault(key, [0, 0])[1] += 1
         if changes:
             texts = {key.text(): key for key in changes}
             evidence = {text: (changes[key][0], changes[key][1]) for text, key in texts.items()}

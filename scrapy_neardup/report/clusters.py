@@ -17,7 +17,7 @@ from ..exceptions import ConfigError
 from ..index import Index
 from ..methods import ALL
 from .progress import Progress
-from .url_rules import SkippedRow, UrlRuleRow, load_url_rules, load_url_skips
+from .url_rules import SkippedRow, UrlRuleRow, clean_urls, load_url_rules, load_url_skips
 
 # Policy name -> what it keeps; the order is the one shown in help texts.
 CANONICAL_POLICIES: dict[str, str] = {
@@ -175,6 +175,7 @@ class ClusterSet:
     action: str | None = None  # what the latest crawl did with duplicates: drop, tag, or None (a scan)
     url_rules: list[UrlRuleRow] = field(default_factory=list)  # the crawls' learned URL rules
     url_skips: list[SkippedRow] = field(default_factory=list)  # the requests they skipped
+    clean_url: Callable[[str], str] = str  # a URL with what the adopted rules say does not matter taken out
     let_through: list[LetThrough] = field(default_factory=list)  # admitted pages with a weak link
 
     def members_by_id(self) -> dict[int, tuple[ReportCluster, Member]]:
@@ -236,7 +237,8 @@ def load_clusters(index: Index, policy: str = "first-seen", progress: Progress |
         settings=config.shaping(),
         thresholds=similarity_thresholds(config),
         action=index.last_action(),
-        url_rules=load_url_rules(index),
+        url_rules=(rules := load_url_rules(index)),
         url_skips=load_url_skips(index),
+        clean_url=clean_urls(rules),
         let_through=let_through,
     )

@@ -8,6 +8,7 @@ same object as a dict for callers that want it in memory (the scan summary, test
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from ..index import Index
@@ -34,12 +35,14 @@ def header(clusters: ClusterSet) -> dict[str, Any]:
     }
 
 
-def cluster_json(cluster: ReportCluster) -> dict[str, Any]:
-    """One cluster: its number, canonical URL, size and members (canonical first)."""
+def cluster_json(cluster: ReportCluster, clean_url: Callable[[str], str] = str) -> dict[str, Any]:
+    """One cluster: its number, canonical URL (and its clean URL by the learned URL rules), size
+    and members (canonical first)."""
     urls = {m.id: m.url for m in cluster.members}
     return {
         "id": cluster.number,
         "canonical": cluster.canonical.url,
+        "clean_url": clean_url(cluster.canonical.url),
         "size": cluster.size,
         "members": [
             {
@@ -63,7 +66,8 @@ def write_json(clusters: ClusterSet, handle: TextIO, progress: Progress | None =
     progress.start("writing JSON", len(clusters.clusters))
     for i, cluster in enumerate(clusters.clusters):
         handle.write(
-            ("\n    " if i == 0 else ",\n    ") + json.dumps(cluster_json(cluster), ensure_ascii=False)
+            ("\n    " if i == 0 else ",\n    ")
+            + json.dumps(cluster_json(cluster, clusters.clean_url), ensure_ascii=False)
         )
         progress.tick()
     handle.write("\n  ]\n}\n" if clusters.clusters else "]\n}\n")
@@ -73,4 +77,4 @@ def write_json(clusters: ClusterSet, handle: TextIO, progress: Progress | None =
 def json_report(index: Index, canonical: str = "first-seen") -> dict[str, Any]:
     """The whole report as a plain dict (the schema is documented in the README)."""
     clusters = load_clusters(index, canonical)
-    return {**header(clusters), "clusters": [cluster_json(c) for c in clusters.clusters]}
+    return {**header(clusters), "clusters": [cluster_json(c, clusters.clean_url) for c in clusters.clusters]}

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import html
 import logging
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..urls import CONFIDENCE, HOST, MAX_ERROR, Rule, RuleKey, read_rule
+from ..urls import CONFIDENCE, HOST, MAX_ERROR, Rule, RuleKey, UrlModel, read_rule
 
 logger = logging.getLogger("scrapy_neardup")
 
@@ -53,6 +54,19 @@ def load_url_rules(index: Any) -> list[UrlRuleRow]:
         )  # fmt: skip
     rank = {status: i for i, status in enumerate(ORDER)}
     return sorted(rows, key=lambda r: (rank.get(r.status, len(ORDER)), -r.skipped, -r.same, r.host, r.name))
+
+
+def clean_urls(rows: list[UrlRuleRow]) -> Callable[[str], str]:
+    """A page's clean URL by the rules the crawls adopted: what they say does not matter taken
+    out (the URL itself when no rule applies)."""
+    if not any(row.status == "adopted" for row in rows):
+        return str
+    model = UrlModel()
+    for row in rows:
+        key = RuleKey(row.host, row.section, row.kind, row.name)
+        model.rules[key] = Rule(key, row.same, row.differ, row.status)
+    model.rules_changed()
+    return model.canonical
 
 
 @dataclass(frozen=True)
