@@ -185,13 +185,14 @@ def test_a_rule_met_by_a_counter_example_is_revoked_and_its_requests_are_fetched
         result = crawl(tmp_path, [base + "/list?page=0"], settings)
     assert fetched(result) == pages(COUNT)
     stats = result["stats"]
-    assert stats["neardup/urls/revoked"] >= 1 and stats["neardup/urls/revived"] >= 1
+    assert stats["neardup/urls/revoked"] >= 1
     assert "revoked" in rules(db)["param\tview"]
     with sqlite3.connect(db) as con:  # every request the rule skipped was scheduled again
-        assert con.execute(
-            "SELECT COUNT(*) FROM url_skips JOIN url_skip_rules ON skip = url_skips.id"
-            ' WHERE revived = 0 AND rule LIKE \'%"param", "view"]\''
-        ).fetchone() == (0,)
+        by_view = "SELECT COUNT(*) FROM url_skips JOIN url_skip_rules ON skip = url_skips.id WHERE "
+        by_view += 'rule LIKE \'%"param", "view"]\''
+        assert con.execute(by_view + " AND revived = 0").fetchone() == (0,)
+        # (the explored share is drawn afresh in every crawl: the first check may come before a skip)
+        assert stats.get("neardup/urls/revived", 0) >= con.execute(by_view).fetchone()[0]
 
 
 def test_requests_a_revoked_rule_skipped_before_a_kill_are_fetched_by_the_resumed_crawl(tmp_path):
