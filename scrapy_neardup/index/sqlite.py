@@ -434,7 +434,7 @@ class SQLiteIndex(SQLiteReading, SQLiteUrls):
             return
         try:
             old = dataclasses.replace(
-                row_fingerprint(row[2:]), raw_hash=unsigned(row[1]) << 64 if row[1] else None
+                row_fingerprint(row[2:]), raw_hash=unsigned(row[1]) << 64 if isinstance(row[1], int) else None
             )
         except (ValueError, TypeError, OverflowError, RecursionError) as exc:
             damaged_record(self.path, doc_id, exc)  # its keys stay: each is verified where it leads
