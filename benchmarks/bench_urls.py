@@ -228,7 +228,7 @@ def run(site: Site, settings: dict, work: Path, redis_url: str | None = None) ->
 
 def rules_of(db: Path, redis_url: str | None = None, key: str | None = None) -> dict[str, list[str]]:
     """The rules an index holds that were decided, by status, named without their host."""
-    from scrapy_neardup.urls import read_rule
+    from scrapy_neardup.url_rule import read_rule
 
     if redis_url is not None:
         import redis

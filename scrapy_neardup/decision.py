@@ -8,7 +8,7 @@ what it read.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from .config import DedupConfig
 from .fingerprint import Fingerprint, imatch_with_stats, needed_methods
@@ -17,6 +17,9 @@ from .index.base import Earlier, Store
 from .index.codecs import spots32
 from .methods import decision_order, rank
 from .verify import compare
+
+if TYPE_CHECKING:
+    from .urls import UrlModel
 
 # The similarity a near-duplicate needs, on strong evidence, to be dropped (exact copies always are):
 # over every labelled set, the bar that drops no distinct page of the LLVM docs site (benchmarks,
@@ -42,8 +45,7 @@ class Decision:
         self.drop_above = drop_above
         needed = needed_methods(config)
         self._verify_methods = tuple(m for m in decision_order() if m in needed)
-        # The crawl's learned URL rules: whether two URLs are one page (None: no rules).
-        self.same_page: Callable[[str, str], bool] | None = None
+        self.url_rules: UrlModel | None = None  # the crawl's learned URL rules (None: none)
 
     def __call__(
         self, url: str, fp: Fingerprint, scope: str, source: str | None, key: str | None, many: bool
@@ -119,7 +121,8 @@ class Decision:
         return Verdict(url, doc_id, False, similarity=similarity, method=method, revisit="unchanged")
 
     def same_by_rules(self, url: str, doc_id: int) -> bool:
-        return self.same_page is not None and self.same_page(url, self.index.url_of(doc_id))
+        rules = self.url_rules
+        return rules is not None and rules.in_force and rules.same_page(url, self.index.url_of(doc_id))
 
     def _unchanged(self, url: str, probe: Fingerprint, scope: str, earlier: Earlier | None) -> Verdict | None:
         """A revisit whose content is the same as, or near, one of its own admitted versions."""

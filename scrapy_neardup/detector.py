@@ -15,7 +15,7 @@ import random
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import DedupConfig
 from .decision import SURE_SIMILARITY, Decision
@@ -26,6 +26,9 @@ from .index.base import Conflict, Index
 from .scope import scope_key, url_key
 from .signatures.exact import raw_hash
 from .workers import WorkerPool
+
+if TYPE_CHECKING:
+    from .urls import UrlModel
 
 # Tries of one page's transaction while other processes keep changing what it read (Redis);
 # with the back-off below, about half a minute of contention before the page passes unjudged.
@@ -73,10 +76,10 @@ class Detector:
         self.workers = workers or WorkerPool(config, 0, None)
         self._decide = Decision(config, index, drop_above)
 
-    def use_url_rules(self, same_page: Callable[[str, str], bool]) -> None:
+    def use_url_rules(self, rules: UrlModel) -> None:
         """Judge with the crawl's learned URL rules: a page they call the same as a record of an
         earlier crawl is a revisit of it (``Decision.revisit_by_rules``)."""
-        self._decide.same_page = same_page
+        self._decide.url_rules = rules
 
     # --- the whole road -------------------------------------------------------------------
 

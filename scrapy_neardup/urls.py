@@ -6,8 +6,8 @@ query parameters (present or absent, or of another value), by one path segment (
 content: the same content (one is a copy of the other) counts for each element of the
 difference, other content counts against a difference of one element. A rule ("on this
 host, under this section, parameter X does not change the page") is adopted once its
-evidence bounds the share of pages it changes under ``MAX_ERROR`` at 95 % confidence, with
-no counter-example; a counter-example refuses it, or revokes it once adopted.
+evidence bounds the share of pages it changes under ``url_rule.MAX_ERROR`` at 95 % confidence,
+with no counter-example; a counter-example refuses it, or revokes it once adopted.
 
 A request whose URL, rewritten by the adopted rules, names a page this crawl fetched under
 another URL is a predicted copy. The crawl skips it but for a share (``EXPLORE``) it still
@@ -18,17 +18,14 @@ fetches to keep checking the rules that predicted it. This module is pure: the c
 from __future__ import annotations
 
 import itertools
-import json
-import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 import xxhash
 
-# The share of the pages a rule may change, bounded at 95 % confidence, under which it is adopted:
-# with no counter-example, 29 pairs of pages that differ by it and hold the same content.
-MAX_ERROR, CONFIDENCE = 0.1, 0.95
+from .url_rule import HOST, PARAM, SEGMENT, Rule, RuleKey
+
 # The share of predicted copies still fetched, so that the rules keep being checked.
 EXPLORE = 0.05
 # At most so many query parameters may differ between two URLs for their pages to be evidence.
@@ -41,8 +38,6 @@ MAX_NEAR = 16
 # Pages the model remembers, the latest fetched: bounds its memory (about 3 KB a page) on a long
 # crawl. A copy of a page fetched longer ago is fetched, and pairs with it teach nothing.
 MAX_PAGES = 20_000
-
-PARAM, SEGMENT, HOST = "param", "segment", "host"
 
 
 @dataclass(frozen=True)
@@ -71,105 +66,6 @@ class Form:
     def without(self, names: Iterable[str]) -> Form:
         drop = set(names)
         return Form(self.host, self.segments, tuple(p for p in self.params if p[0] not in drop))
-
-
-@dataclass(frozen=True)
-class RuleKey:
-    """What a rule is about: on ``host`` (under ``section`` for a parameter), the ``kind`` of
-    difference and its ``name`` (the parameter, the segment, or the other host)."""
-
-    host: str
-    section: str
-    kind: str
-    name: str
-
-    def words(self) -> str:
-        """The rule in words, for logs and reports."""
-        where = (self.host or "any host") + ("/" + self.section if self.section else "")
-        return f"{self.kind} {self.name!r} on {where}"
-
-    def text(self) -> str:
-        """The key as stored: a JSON array in ASCII, so that any character of a URL (a tab, a
-        newline, NUL, an undecodable byte kept as a surrogate) reads back exactly."""
-        return json.dumps([self.host, self.section, self.kind, self.name])
-
-    @classmethod
-    def parse(cls, text: object) -> RuleKey:
-        """The key ``text`` wrote; ``ValueError`` for anything else."""
-        if isinstance(text, bytes):
-            text = text.decode("utf-8", "surrogateescape")
-        try:
-            parts = json.loads(text) if isinstance(text, str) else None
-        except (ValueError, RecursionError):
-            parts = None
-        if not (isinstance(parts, list) and len(parts) == 4 and all(isinstance(p, str) for p in parts)):
-            raise ValueError(f"not a URL rule's key: {str(text)[:80]!r}")
-        if parts[2] not in (PARAM, SEGMENT, HOST):
-            raise ValueError(f"not a kind of URL rule: {parts[2][:40]!r}")
-        return cls(*parts)
-
-
-STATUSES = ("learning", "adopted", "refused", "revoked")
-
-
-def read_rule(row: tuple) -> tuple[RuleKey, int, int, str]:
-    """A rule as an index stored it, (key text, same, differ, status), checked: ``ValueError``
-    saying what is wrong with a row that was not written by the rules."""
-    text, same, differ, status = row
-    key = RuleKey.parse(text)
-    if isinstance(status, bytes):
-        status = status.decode("ascii", "replace")
-    if status not in STATUSES:
-        raise ValueError(f"not a rule's status: {str(status)[:40]!r}")
-    counts = []
-    for count in (same, differ):
-        if isinstance(count, bytes | str) and count.strip().isdigit():
-            count = int(count)
-        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-            raise ValueError(f"not a count of pages: {str(count)[:40]!r}")
-        counts.append(count)
-    return key, counts[0], counts[1], status
-
-
-def adopt_after(max_error: float = MAX_ERROR, confidence: float = CONFIDENCE) -> int:
-    """The pages of the same content, with no counter-example, that bound a rule's error under
-    ``max_error`` (29 for the defaults)."""
-    return math.floor(math.log(1.0 - confidence) / math.log(1.0 - max_error)) + 1
-
-
-def next_status(status: str, same: int, differ: int, adopt_at: int) -> str:
-    """A rule's status once its evidence is counted: a counter-example refuses a learning rule
-    and revokes an adopted one; enough pages of the same content, and none other, adopt it.
-    The index applies it in the transaction that adds the evidence, so that crawlers sharing
-    an index never adopt a rule another one has just found a counter-example to."""
-    if differ and status == "adopted":
-        return "revoked"
-    if differ and status == "learning":
-        return "refused"
-    if not differ and status == "learning" and same >= adopt_at:
-        return "adopted"
-    return status
-
-
-@dataclass
-class Rule:
-    """A rule and its evidence: pairs of pages that differ by it with the same content (``same``)
-    and with other content (``differ``: counter-examples)."""
-
-    key: RuleKey
-    same: int = 0
-    differ: int = 0
-    status: str = "learning"  # learning, adopted, refused (a counter-example first), revoked
-
-    @property
-    def bound(self) -> float:
-        """The share of pages it changes, bounded above at CONFIDENCE (Clopper-Pearson with no
-        counter-example: 1 - (1 - CONFIDENCE) ** (1 / same)); 1 without evidence."""
-        return 1.0 - (1.0 - CONFIDENCE) ** (1.0 / self.same) if self.same else 1.0
-
-    @property
-    def adopted(self) -> bool:
-        return self.status == "adopted"
 
 
 def difference(a: Form, b: Form) -> tuple[str, frozenset[str]] | None:
@@ -383,6 +279,11 @@ class UrlModel:
         return RuleKey(self._host_of(key.host), key.section, key.kind, key.name)
 
     # --- predicting -------------------------------------------------------------------------
+
+    @property
+    def in_force(self) -> bool:
+        """Whether any rule is in force (else no URL is rewritten)."""
+        return bool(self._in_force)
 
     def same_page(self, a: str, b: str) -> bool:
         """Whether the rules in force rewrite ``a`` and ``b`` to one page: a page of an earlier

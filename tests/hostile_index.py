@@ -19,7 +19,7 @@ from scrapy import Request
 
 from scrapy_neardup.crawl import kept_requests
 from scrapy_neardup.detector import Detector
-from scrapy_neardup.urls import RuleKey
+from scrapy_neardup.url_rule import RuleKey
 
 
 class Planted:

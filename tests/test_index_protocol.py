@@ -22,7 +22,7 @@ from scrapy_neardup.decision import SURE_SIMILARITY
 from scrapy_neardup.detector import Arrival, Detector
 from scrapy_neardup.scope import url_key
 from scrapy_neardup.signatures.exact import raw_hash
-from scrapy_neardup.urls import RuleKey, read_rule
+from scrapy_neardup.url_rule import RuleKey, read_rule
 
 CONFIG = DedupConfig(extractor="text", min_tokens=5)
 STORY = " ".join(f"the river survey counted {n} herons near the old mill this spring" for n in range(8))

@@ -39,7 +39,7 @@ from scrapy_neardup.report.clusters import (
 )
 from scrapy_neardup.report.csv_report import COLUMNS, cell
 from scrapy_neardup.report.html_report import LEFT_OUT, NO_TEXT, script_json, write_html
-from scrapy_neardup.urls import RuleKey
+from scrapy_neardup.url_rule import RuleKey
 
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "test-artifacts"

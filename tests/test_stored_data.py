@@ -26,7 +26,8 @@ from url_site import pages
 
 from scrapy_neardup import DedupConfig
 from scrapy_neardup.crawl import kept_requests
-from scrapy_neardup.urls import HOST, PARAM, SEGMENT, RuleKey, UrlModel, read_rule
+from scrapy_neardup.url_rule import HOST, PARAM, SEGMENT, RuleKey, read_rule
+from scrapy_neardup.urls import UrlModel
 
 
 class NewsSpider(Spider):

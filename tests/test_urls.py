@@ -19,7 +19,8 @@ from url_site import handler, page_of, pages, synthetic
 from scrapy_neardup import urls
 from scrapy_neardup.crawl import kept_requests
 from scrapy_neardup.report import write_report
-from scrapy_neardup.urls import HOST, PARAM, SEGMENT, Form, Rule, RuleKey, UrlModel, difference, explored
+from scrapy_neardup.url_rule import HOST, PARAM, SEGMENT, Rule, RuleKey, adopt_after, read_rule
+from scrapy_neardup.urls import Form, UrlModel, difference, explored
 
 
 def test_a_difference_is_of_parameters_of_one_segment_or_of_the_host():
@@ -48,7 +49,7 @@ def test_a_rule_needs_the_evidence_to_bound_its_error():
     assert rule.bound > 0.1
     rule.same = 29
     assert rule.bound < 0.1  # 29 pages of the same content and none other: under 10 % at 95 %
-    assert urls.adopt_after() == 29 and urls.adopt_after(0.01) == 299
+    assert adopt_after() == 29 and adopt_after(0.01) == 299
 
 
 def test_the_model_finds_evidence_and_predicts_copies_by_adopted_rules():
@@ -383,7 +384,7 @@ def test_sqlite_and_redis_indexes_learn_the_same_rules_at_the_same_pages(tmp_pat
 
 def adopted(rows) -> set[str]:
     """The adopted rules among (key, status) rows as an index stores them, by kind and name."""
-    keys = (urls.read_rule((rule, 0, 0, status)) for rule, status in rows)
+    keys = (read_rule((rule, 0, 0, status)) for rule, status in rows)
     return {f"{key.kind} {key.name}" for key, _, _, status in keys if status == "adopted"}
 
 

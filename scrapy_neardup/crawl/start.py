@@ -86,7 +86,7 @@ def open_session_parts(crawler: Crawler) -> Opened:
             index, crawler.stats, crawler, settings.url_explore, settings.debug, observe, policy.sure
         )
         urls.start(forget=settings.url_rules_reset)
-        detector.use_url_rules(urls.model.same_page)
+        detector.use_url_rules(urls.model)
     return Opened(config, settings, policy, detector, urls)
 
 

@@ -18,7 +18,8 @@ from scrapy.http import Request, Response
 
 from ..exceptions import one_line
 from ..index import Store, Verdict
-from ..urls import EXPLORE, Rule, RuleKey, UrlModel, adopt_after, explored, read_rule
+from ..url_rule import Rule, RuleKey, adopt_after, read_rule
+from ..urls import EXPLORE, UrlModel, explored
 from . import kept_requests
 
 logger = logging.getLogger("scrapy_neardup")

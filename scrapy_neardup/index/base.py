@@ -164,7 +164,7 @@ class Store(Protocol):
     def add_url_evidence(
         self, changes: dict[str, tuple[int, int]], adopt_at: int
     ) -> dict[str, tuple[int, int, str, str]]:
-        """Add (same, differ) to rules' evidence and apply ``urls.next_status`` at once, for every
+        """Add (same, differ) to rules' evidence and apply ``url_rule.next_status`` at once, for every
         process sharing the index; each rule's totals, and its status before and after."""
         ...
 

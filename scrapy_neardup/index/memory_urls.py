@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..urls import next_status
+from ..url_rule import next_status
 
 
 class MemoryUrls:

@@ -90,22 +90,23 @@ class ReadsAsMissing:
 
     def __init__(self, client: Any) -> None:
         self._client = client
+        for name, missing in _MISSING.items():
+            setattr(self, name, _as_missing(getattr(client, name), missing))
 
     def __getattr__(self, name: str) -> Any:
-        found = getattr(self._client, name)
-        missing = _MISSING.get(name)
-        if missing is None:
-            return found
+        return getattr(self._client, name)
 
-        def read(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return found(*args, **kwargs)
-            except redis.ResponseError as exc:
-                if "WRONGTYPE" not in str(exc):
-                    raise
-                return missing(*args)
 
-        return read
+def _as_missing(read: Callable[..., Any], missing: Callable[..., Any]) -> Callable[..., Any]:
+    def tolerant(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return read(*args, **kwargs)
+        except redis.ResponseError as exc:
+            if "WRONGTYPE" not in str(exc):
+                raise
+            return missing(*args)
+
+    return tolerant
 
 
 class RedisConnection:

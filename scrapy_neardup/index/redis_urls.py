@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from .redis_connection import unlink_keys
-from .redis_replies import reply_text
+from .redis_replies import reply_ids, reply_text
 
 # The index's keys of the URL rules (removed with it): whole keys, and kinds of keys (``kind:...``).
 URL_KEYS = ("url_same", "url_differ", "url_status", "url_skip_next", "url_skip_ids")
 URL_KINDS = ("url_skip", "url_skip_rule")
-# urls.next_status, applied where the counts change: KEYS the same, differ and status hashes;
+# url_rule.next_status, applied where the counts change: KEYS the same, differ and status hashes;
 # ARGV adopt_at, then rule, same, differ for each rule. Returns {same, differ, old, new} each.
 EVIDENCE = """
 local adopt_at, out = tonumber(ARGV[1]), {}
@@ -40,7 +40,7 @@ class RedisUrls:
         raise NotImplementedError
 
     def url_rules(self) -> list[tuple[bytes, bytes, bytes, bytes]]:
-        """Every rule as stored, unchecked (``urls.read_rule`` reads it)."""
+        """Every rule as stored, unchecked (``url_rule.read_rule`` reads it)."""
         same, differ = self.r.hgetall(self.k("url_same")), self.r.hgetall(self.k("url_differ"))
         status = self.r.hgetall(self.k("url_status"))
         return [
@@ -81,7 +81,7 @@ class RedisUrls:
         pipe.execute()
 
     def url_skips(self, rules: list[str]) -> list[tuple[int, bytes]]:
-        ids = sorted({i for rule in rules for i in _ids(self.r.smembers(self.k("url_skip_rule", rule)))})
+        ids = sorted({i for rule in rules for i in reply_ids(self.r.smembers(self.k("url_skip_rule", rule)))})
         pipe = self.r.pipeline(transaction=False)
         for skip in ids:
             pipe.hmget(self.k("url_skip", skip), "request", "revived")
@@ -102,7 +102,7 @@ class RedisUrls:
         counts = {}
         for stored, *_ in self.url_rules():
             rule = stored.decode("utf-8", "replace")
-            ids = _ids(self.r.smembers(self.k("url_skip_rule", rule)))
+            ids = reply_ids(self.r.smembers(self.k("url_skip_rule", rule)))
             revived = sum(self.r.hget(self.k("url_skip", i), "revived") == b"1" for i in ids)
             if ids:
                 counts[rule] = (len(ids), revived)
@@ -112,9 +112,9 @@ class RedisUrls:
         rules: dict[int, list[str]] = {}
         for stored, *_ in self.url_rules():
             rule = stored.decode("utf-8", "replace")
-            for skip in _ids(self.r.smembers(self.k("url_skip_rule", rule))):
+            for skip in reply_ids(self.r.smembers(self.k("url_skip_rule", rule))):
                 rules.setdefault(skip, []).append(rule)
-        ids = sorted(_ids(self.r.smembers(self.k("url_skip_ids"))))
+        ids = sorted(reply_ids(self.r.smembers(self.k("url_skip_ids"))))
         pipe = self.r.pipeline(transaction=False)
         for skip in ids:
             pipe.hmget(self.k("url_skip", skip), "url", "target", "revived")
@@ -127,8 +127,3 @@ class RedisUrls:
 
     def forget_url_rules(self) -> None:
         unlink_keys(self.r, [self.k(name) for name in URL_KEYS], [self.k(kind) for kind in URL_KINDS])
-
-
-def _ids(members: set[bytes]) -> list[int]:
-    """The skipped requests' ids in a set, leaving out what is not one."""
-    return [int(m) for m in members if m.isdigit() and len(m) < 19]

@@ -7,7 +7,7 @@ import sqlite3
 import time
 from typing import Any
 
-from ..urls import next_status
+from ..url_rule import next_status
 from . import schema
 
 URL_TABLES = """

@@ -8,7 +8,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..urls import CONFIDENCE, HOST, MAX_ERROR, Rule, RuleKey, UrlModel, read_rule
+from ..url_rule import CONFIDENCE, HOST, MAX_ERROR, Rule, RuleKey, read_rule
+from ..urls import UrlModel
 
 logger = logging.getLogger("scrapy_neardup")
 
