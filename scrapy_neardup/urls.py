@@ -181,7 +181,7 @@ class UrlModel:
             if other_cluster == cluster:
                 evidence.same += [k for k in keys if self._witness(k, cluster)]
                 continue
-            unknown = [k for k in keys if not self._adopted(k)]
+            unknown = [k for k in keys if not self.enforces(k)]
             if len(unknown) == 1:
                 evidence.differ += unknown
             elif not unknown:
@@ -240,14 +240,15 @@ class UrlModel:
         fetched = self._fetched_urls.get(url)
         return None if fetched is None else fetched[1]
 
-    def _adopted(self, key: RuleKey) -> bool:
+    def enforces(self, key: RuleKey) -> bool:
+        """Whether ``key`` is a rule in force (adopted, and refused on no host joined to its own)."""
         return key in self._in_force
 
     def withdrawn(self) -> list[RuleKey]:
         """The rules whose skipped requests must be fetched after all: the revoked ones, and the
         adopted ones out of force because a host joined to theirs refuses or revokes them."""
         return [
-            k for k, r in self.rules.items() if r.status == "revoked" or (r.adopted and not self._adopted(k))
+            k for k, r in self.rules.items() if r.status == "revoked" or (r.adopted and not self.enforces(k))
         ]  # fmt: skip
 
     def rules_changed(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import sqlite3
 import threading
 import uuid
@@ -19,7 +20,7 @@ from url_site import handler, page_of, pages, synthetic
 from scrapy_neardup import urls
 from scrapy_neardup.crawl import kept_requests
 from scrapy_neardup.report import write_report
-from scrapy_neardup.url_rule import HOST, PARAM, SEGMENT, Rule, RuleKey, adopt_after, read_rule
+from scrapy_neardup.url_rule import HOST, PARAM, SEGMENT, Rule, RuleKey, adopt_after, checks_needed, read_rule
 from scrapy_neardup.urls import Form, UrlModel, difference, explored
 
 
@@ -86,6 +87,29 @@ def test_a_rule_refused_on_a_host_joined_to_its_own_is_withdrawn():
     assert model.withdrawn() == [view_x]  # what it skipped while in force is fetched after all
 
 
+def test_the_check_before_closing_draws_enough_to_catch_a_rule_changing_a_twentieth():
+    assert [checks_needed(n) for n in (0, 1, 10, 150, 100_000)] == [0, 1, 10, 46, 59]
+    assert checks_needed(150, share=0.0) == 0
+    for predicted in (20, 75, 150, 1000):  # the chance to miss every changed page is under 5 %
+        changed, drawn = max(1, -(-predicted // 20)), checks_needed(predicted)
+        assert math.comb(predicted - changed, drawn) / math.comb(predicted, drawn) <= 0.05
+        assert math.comb(predicted - changed, drawn - 1) / math.comb(predicted, drawn - 1) > 0.05
+
+
+@pytest.mark.parametrize("run", range(3))
+def test_a_parameter_that_changes_only_the_last_pages_loses_none_of_them(tmp_path, run):
+    """view=full changes the last four articles only, after its rule was adopted on the others:
+    the check before closing fetches what the rule skipped, finds a changed page and revives
+    the rest. In every run, since the draw is afresh."""
+    db = tmp_path / "late.sqlite"
+    settings = {**ADDON, "NEARDUP_DB": str(db), "CONCURRENT_REQUESTS": 4, "NEARDUP_WORKERS": 0}
+    with url_site(COUNT, view_from=COUNT - 4) as base:
+        result = crawl(tmp_path, [base + "/list?page=0"], settings)
+    assert fetched(result, COUNT - 4) == pages(COUNT, view_from=COUNT - 4)
+    if rules(db)["param\tview"] & {"adopted", "revoked"}:  # the rule was in force: it was checked
+        assert result["stats"].get("neardup/urls/checked", 0) + result["stats"]["neardup/urls/explored"] > 0
+
+
 def test_explored_requests_are_a_twentieth_and_the_same_ones_each_time():
     urls = [f"http://x/a?id={n}&utm_source=n" for n in range(20_000)]
     share = sum(map(explored, urls)) / len(urls)
@@ -94,9 +118,9 @@ def test_explored_requests_are_a_twentieth_and_the_same_ones_each_time():
 
 
 @contextlib.contextmanager
-def url_site(count: int) -> Iterator[str]:
+def url_site(count: int, view_from: int | None = None) -> Iterator[str]:
     port: list[int] = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler(synthetic(count), port))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler(synthetic(count), port, view_from=view_from))
     port.append(server.server_address[1])
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
@@ -106,12 +130,12 @@ def url_site(count: int) -> Iterator[str]:
         server.server_close()
 
 
-def fetched(result: dict) -> set[tuple]:
+def fetched(result: dict, view_from: int | None = None) -> set[tuple]:
     """The distinct pages a crawl fetched, by the URLs that reached its spider."""
     keys = set()
     for url in result["parsed"]:
         parts = urlsplit(url)
-        keys.add(page_of(parts.path, parse_qs(parts.query)))
+        keys.add(page_of(parts.path, parse_qs(parts.query), view_from=view_from))
     return keys
 
 
@@ -128,10 +152,14 @@ def rules(db) -> dict[str, set[str]]:
 COUNT = 48
 
 
-@pytest.mark.parametrize("concurrency", [1, 16])
-def test_a_crawl_skips_copies_before_their_download_and_fetches_every_page(tmp_path, concurrency):
+@pytest.mark.parametrize("concurrency, verify", [(1, 0.0), (16, None)])
+def test_a_crawl_skips_copies_before_their_download_and_fetches_every_page(tmp_path, concurrency, verify):
+    """With the check before closing (the default), a site this small has most of what each rule
+    skipped fetched at its end: fewer copies are saved than without it."""
     db = tmp_path / "urls.sqlite"
     settings = {**ADDON, "NEARDUP_DB": str(db), "CONCURRENT_REQUESTS": concurrency, "NEARDUP_WORKERS": 0}
+    if verify is not None:
+        settings["NEARDUP_URL_VERIFY"] = verify
     with url_site(COUNT) as base:
         without = crawl(tmp_path, [base + "/list?page=0"], {"CONCURRENT_REQUESTS": concurrency})
         result = crawl(tmp_path, [base + "/list?page=0"], settings)
@@ -139,8 +167,9 @@ def test_a_crawl_skips_copies_before_their_download_and_fetches_every_page(tmp_p
     assert fetched(result) == pages(COUNT)  # no page is lost to a rule
     copies_without = len(without["parsed"]) - len(pages(COUNT))
     copies_with = len(result["parsed"]) - len(pages(COUNT))
-    assert copies_with < 0.5 * copies_without  # most copies were never downloaded
+    assert copies_with < (0.5 if verify == 0 else 0.8) * copies_without  # copies never downloaded
     assert result["stats"]["neardup/urls/skipped"] > 0
+    assert (result["stats"].get("neardup/urls/checked", 0) > 0) == (verify is None)
     learned = rules(db)
     assert "adopted" in learned["param\tutm_source"] and "adopted" in learned["param\tsid"]
     assert "adopted" not in learned["param\tview"] | learned["param\tlang"] | learned["param\tid"]
@@ -364,11 +393,12 @@ def test_tag_mode_skips_nothing_and_counts_what_the_rules_would_skip(tmp_path):
 
 
 def test_sqlite_and_redis_indexes_learn_the_same_rules_at_the_same_pages(tmp_path, redis_url):
-    """One request at a time and none explored, a crawl is the same on any index: the rules are
+    """One request at a time and none explored or checked, a crawl is the same on any index: the rules are
     adopted at the same page and the same requests skipped, whatever the index returns as bytes."""
     import redis
 
     settings = {**ADDON, "NEARDUP_WORKERS": 0, "CONCURRENT_REQUESTS": 1, "NEARDUP_URL_EXPLORE": 0.0}
+    settings["NEARDUP_URL_VERIFY"] = 0.0  # none checked before closing: the draw differs by crawl
     prefix = uuid.uuid4().hex
     on_redis = {"NEARDUP_BACKEND": "redis", "NEARDUP_REDIS_URL": redis_url, "NEARDUP_REDIS_KEY": prefix}
     with url_site(COUNT) as base:

@@ -17,7 +17,7 @@ from typing import Any
 
 from scrapy import signals
 from scrapy.crawler import Crawler
-from scrapy.exceptions import NotConfigured
+from scrapy.exceptions import DontCloseSpider, NotConfigured
 from scrapy.statscollectors import StatsCollector
 
 from ..config import DedupConfig
@@ -87,6 +87,7 @@ class CrawlSession:
             )
             crawler.signals.connect(session.spider_closed, signal=signals.spider_closed)
             crawler.signals.connect(session.spider_opened, signal=signals.spider_opened)
+            crawler.signals.connect(session.spider_idle, signal=signals.spider_idle)
             setattr(crawler, _ATTRIBUTE, session)
         return session
 
@@ -270,6 +271,11 @@ class CrawlSession:
     def spider_opened(self, spider: Any = None) -> None:
         if self.urls is not None:
             self.urls.revive_withdrawn()  # what a crawl killed after revoking a rule had not yet
+
+    def spider_idle(self, spider: Any = None) -> None:
+        """Before the crawl closes, the URL rules check some of what they skipped."""
+        if self.urls is not None and self.urls.check_before_close():
+            raise DontCloseSpider
 
     def spider_closed(self, spider: Any = None, reason: str = "finished") -> None:
         index = self.detector.index

@@ -40,6 +40,7 @@ from ..knobs import (
 )
 from ..report import FORMATS
 from ..report.clusters import CANONICAL_POLICIES
+from ..url_rule import MISSED_SHARE
 from ..urls import EXPLORE
 from ..workers import AUTO_WORKERS_AFTER, default_workers, main_script_guarded
 from .policy import Action
@@ -123,6 +124,14 @@ class CrawlSettings:
         parse_float,
         "the share of predicted copies still downloaded, to keep checking the rules that predicted them",
         between(0.0, 1.0),
+    )
+    url_verify: float = knob(
+        MISSED_SHARE,
+        parse_float,
+        "before the crawl closes, each rule in force has enough of the requests it skipped downloaded, "
+        "drawn at random, to show a counter-example at 95 % confidence if it changes this share of "
+        "them (0: no check)",
+        between(0.0, 0.5),
     )
     workers: int | None = knob(
         None,

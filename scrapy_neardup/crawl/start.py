@@ -83,7 +83,14 @@ def open_session_parts(crawler: Crawler) -> Opened:
     if settings.learn_urls:
         observe = settings.action is Action.TAG  # every page goes on: the rules only learn
         urls = UrlRules(
-            index, crawler.stats, crawler, settings.url_explore, settings.debug, observe, policy.sure
+            index,
+            crawler.stats,
+            crawler,
+            settings.url_explore,
+            settings.debug,
+            observe,
+            policy.sure,
+            settings.url_verify,
         )
         urls.start(forget=settings.url_rules_reset)
         detector.use_url_rules(urls.model)

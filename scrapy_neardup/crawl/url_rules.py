@@ -4,6 +4,8 @@ Each judged page's URL and verdict feed ``urls.UrlModel``; the rules' evidence a
 in the index, so a re-run and every crawler sharing the index use them. A skipped request is
 kept in the index with the rules that predicted it: when one of them is revoked, it is
 scheduled again with its callback and meta, by this crawl or, after a kill, the resumed one.
+Before the crawl closes, each rule in force has enough of its skipped requests fetched, drawn
+at random, to show a counter-example if it changes a few of the pages it skipped.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from scrapy.http import Request, Response
 
 from ..exceptions import one_line
 from ..index import Store, Verdict
-from ..url_rule import Rule, RuleKey, adopt_after, read_rule
+from ..url_rule import MISSED_SHARE, Rule, RuleKey, adopt_after, checks_needed, read_rule
 from ..urls import EXPLORE, UrlModel, explored
 from . import kept_requests
 
@@ -48,12 +50,19 @@ class UrlRules:
         debug: bool = False,
         observe: bool = False,
         sure: Callable[[Verdict], bool] = lambda verdict: True,
+        verify: float = MISSED_SHARE,
     ) -> None:
         self.index = index
         self.explore = explore
+        self.verify_share = verify  # a rule changing this share of its skips is caught before close
         self.observe = observe  # tag mode: learn, count what would be skipped, skip nothing
         self.sure = sure  # whether a duplicate is sure (the crawl's bar): else it is an original
         self.salt = random.getrandbits(32)  # the share explored is drawn afresh in every run
+        self._draw = random.Random(self.salt)  # which skipped requests the crawl checks before closing
+        self._checked: dict[str, int] = {}  # a rule's predicted copies this crawl fetched (explored, checked)
+        self._predicted: dict[str, int] = {}  # a rule's predicted copies this crawl met
+        self._unchecked: dict[str, list[str]] = {}  # a rule's skipped URLs not yet drawn from
+        self._skipped: dict[str, tuple[str, list[str]]] = {}  # a skipped URL -> its target, its rules
         self.debug = debug  # log every skipped request, not only the first
         self._logged = False
         self._failed = False  # an index failure was said
@@ -114,8 +123,13 @@ class UrlRules:
         if self.observe:
             self.stats.inc_value("neardup/urls/would_skip")
             return
+        texts = [key.text() for key in keys]
+        for text in texts:
+            self._predicted[text] = self._predicted.get(text, 0) + 1
         if explored(request.url, self.explore, self.salt):
-            request.meta[CHECKS] = (target, [key.text() for key in keys])
+            request.meta[CHECKS] = (target, texts)
+            for text in texts:
+                self._checked[text] = self._checked.get(text, 0) + 1
             self.stats.inc_value("neardup/urls/explored")
             return
         kept = kept_requests.keep(request, spider)
@@ -123,12 +137,15 @@ class UrlRules:
             self.stats.inc_value("neardup/urls/not_kept")
             return
         try:
-            self.index.add_url_skip([key.text() for key in keys], request.url, target, kept)
+            self.index.add_url_skip(texts, request.url, target, kept)
         except Exception as exc:  # a full disk, Redis gone
             logger.debug(
                 "scrapy-neardup: fetching %s, a predicted copy that cannot be kept (%r)", request.url, exc
             )
             return
+        self._skipped[request.url] = (target, texts)
+        for text in texts:
+            self._unchecked.setdefault(text, []).append(request.url)
         self.stats.inc_value("neardup/urls/skipped")
         reason = f"predicted copy of {target} (learned URL rules: {_named(keys)})"
         if self.debug or not self._logged:
@@ -201,6 +218,61 @@ class UrlRules:
         if changed:
             self.model.rules_changed()
             self.revive_withdrawn()
+
+    # --- checking before the crawl closes ----------------------------------------------------
+
+    def check_before_close(self) -> int:
+        """Schedule, with their callbacks and meta, enough of this crawl's skipped requests, drawn
+        at random, that each rule in force has had ``url_rule.checks_needed`` of its predicted
+        copies downloaded (the explored ones count): a rule that changes a few of the pages it
+        skipped, wherever they came in the crawl, then meets a counter-example and everything
+        it skipped is fetched. The number scheduled (the crawl stays open for them)."""
+        drawn: set[str] = set()
+        for text, unchecked in self._unchecked.items():
+            key = RuleKey.parse(text)
+            if not unchecked or not self.model.enforces(key):
+                continue
+            needed = checks_needed(self._predicted.get(text, 0), self.verify_share)
+            needed -= self._checked.get(text, 0)
+            fresh = [url for url in unchecked if url not in drawn]
+            for url in self._draw.sample(fresh, max(0, min(needed, len(fresh)))):
+                drawn.add(url)
+                for other in self._skipped[url][1]:
+                    self._checked[other] = self._checked.get(other, 0) + 1
+            unchecked.clear()
+        if not drawn:
+            return 0
+        try:
+            scheduled = self._schedule(drawn)
+        except Exception as exc:  # the index failed: the skipped requests wait there
+            logger.warning(
+                "scrapy-neardup: could not check URL rules before closing (%s)",
+                one_line(f"{type(exc).__name__}: {exc}"),
+            )
+            return 0
+        self.stats.inc_value("neardup/urls/checked", scheduled)
+        return scheduled
+
+    def _schedule(self, urls: set[str]) -> int:
+        """Schedule again the skipped requests of these URLs, each checking its prediction."""
+        engine, spider = getattr(self.crawler, "engine", None), getattr(self.crawler, "spider", None)
+        if engine is None or spider is None:
+            return 0
+        rules = sorted({text for url in urls for text in self._skipped[url][1]})
+        scheduled = []
+        for skip, kept in self.index.url_skips(rules):
+            try:
+                request = kept_requests.revive(kept, spider)
+            except ValueError:  # said when the rule's skips are revived, if ever
+                continue
+            if request.url not in urls:
+                continue
+            request.meta[FETCH] = True
+            request.meta[CHECKS] = self._skipped[request.url]
+            engine.crawl(request.replace(dont_filter=True))
+            scheduled.append(skip)
+        self.index.url_revived(scheduled)
+        return len(scheduled)
 
     # --- revival ----------------------------------------------------------------------------
 
