@@ -1,7 +1,7 @@
 """Copies skipped before their download: learned URL rules beside MaybeDont, on real pages.
 
-    python benchmarks/bench_urls.py [--repeat 3] [--configs A,B] [--view-every 4 | --view-late 6]
-                                    [--backend redis] [--scenarios]
+    python benchmarks/bench_urls.py [--repeat 3] [--configs A,B] [--backend redis] [--scenarios]
+                                    [--view-every 4 | --late 6 [--late-kind view|lang|host|page]]
 
 Needs the ``bench`` extra (``pip install -e '.[bench]'``: MaybeDont, scrapy-redis).
 
@@ -50,7 +50,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from url_site import ARTICLE, Article, handler, page_of, pages  # noqa: E402
+from url_site import ARTICLE, LATE_KINDS, Article, Changes, handler, page_of, pages  # noqa: E402
 
 ADDON = {"ADDONS": {"scrapy_neardup.NearDupAddon": 0}}
 MAYBEDONT = {
@@ -164,11 +164,11 @@ def crawl_once(config: dict) -> None:
 class Site:
     """The URL-variant site served on 127.0.0.1, counting the requests it answered."""
 
-    def __init__(self, articles: list[Article], view_every: int, view_from: int | None = None) -> None:
+    def __init__(self, articles: list[Article], changes: Changes) -> None:
         port: list[int] = []
         served = [0]
 
-        class Counting(handler(articles, port, view_every, view_from)):  # type: ignore[misc]
+        class Counting(handler(articles, port, changes)):  # type: ignore[misc]
             def do_GET(self) -> None:
                 served[0] += 1
                 super().do_GET()
@@ -178,8 +178,8 @@ class Site:
         self.served = served
         self.base = f"http://127.0.0.1:{port[0]}"
         self.hosts = [f"127.0.0.1:{port[0]}", f"localhost:{port[0]}"]
-        self.truth = pages(len(articles), view_every, view_from)
-        self.view_every, self.view_from = view_every, view_from
+        self.truth = pages(len(articles), changes)
+        self.changes = changes
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def distinct(self, urls: list[str]) -> set[tuple]:
@@ -187,7 +187,7 @@ class Site:
         found = set()
         for url in urls:
             parts = urlsplit(url)
-            found.add(page_of(parts.path, parse_qs(parts.query), self.view_every, self.view_from))
+            found.add(page_of(parts.path, parse_qs(parts.query), self.changes, parts.netloc))
         return found & self.truth
 
 
@@ -381,9 +381,8 @@ def main() -> None:
     parser.add_argument("--configs", default=",".join(CONFIGS))
     parser.add_argument("--articles", type=int, default=None, help="only the first aeb pages")
     parser.add_argument("--view-every", type=int, default=4, help="view=full changes one article in so many")
-    parser.add_argument(
-        "--view-late", type=int, default=0, help="view=full changes only the last N articles (none other)"
-    )
+    parser.add_argument("--late", type=int, default=0, help="--late-kind changes only the last N articles")
+    parser.add_argument("--late-kind", choices=LATE_KINDS, default="view", help="the variant --late is about")
     parser.add_argument("--scenarios", action="store_true", help="then stop and resume, re-run, two crawlers")
     parser.add_argument("--backend", choices=("sqlite", "redis"), default="sqlite", help="the add-on's index")
     parser.add_argument("--crawl", type=Path, help=argparse.SUPPRESS)
@@ -396,7 +395,8 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown configs {unknown}; choose from {', '.join(CONFIGS)}")
     articles = real_articles(args.articles)
-    site = Site(articles, args.view_every, len(articles) - args.view_late if args.view_late else None)
+    late = Changes(args.view_every, args.late_kind, len(articles) - args.late) if args.late else None
+    site = Site(articles, late or Changes(args.view_every))
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         redis_url = None
         if args.backend == "redis" and names:

@@ -235,6 +235,15 @@ class UrlModel:
         pages does not take the rules it was used beside down with it."""
         return [k for k in keys if self._general(k) not in harmless] or keys
 
+    def harmless_for(self, url: str) -> set[RuleKey]:
+        """The differences that pairs of a fetched page's own content show to change nothing."""
+        fetched = self._fetched_urls.get(url)
+        if fetched is None or fetched[1] is None:
+            return set()
+        form, cluster = fetched
+        pairs = self._pairs(form, list(_reduced_keys(form)))
+        return {self._general(k) for keys, _, other in pairs if other == cluster for k in keys}
+
     def cluster_of(self, url: str) -> int | None:
         """The content cluster of a page this crawl fetched (None: unknown)."""
         fetched = self._fetched_urls.get(url)

@@ -191,6 +191,7 @@ class UrlRules:
         predicted = self.model.cluster_of(checks[0]) if checks and cluster is not None else None
         if predicted not in (None, cluster):  # a rule predicted a copy of other content
             used = [RuleKey.parse(text) for text in checks[1]]  # written by this crawl
+            harmless |= self.model.harmless_for(checks[0])  # what the predicted page's copies clear
             for key in self.model.blamed(used, harmless):
                 changes.setdefault(key, [0, 0])[1] += 1
         if changes:
