@@ -2,6 +2,7 @@
 
     python benchmarks/bench_urls.py [--repeat 3] [--configs A,B] [--backend redis] [--scenarios]
                                     [--view-every 4 | --late 6 [--late-kind view|lang|host|page]]
+                                    [--synthetic 1000]
 
 Needs the ``bench`` extra (``pip install -e '.[bench]'``: MaybeDont, scrapy-redis).
 
@@ -9,7 +10,11 @@ The site is tests/url_site.py over the 181 real aeb pages (../shared/data/aeb), 
 own page's template, served on 127.0.0.1: each article under nine URLs (tracking and session
 parameters, a referrer tag, print and AMP views, the host name ``localhost``, ``view=full``,
 ``lang=de``), of which ``lang=de`` is always another text and ``view=full`` another on one
-article in ``--view-every``, linked from listing pages in two sort orders. Each configuration
+article in ``--view-every``, linked from listing pages in two sort orders. ``--late N
+--late-kind K`` makes one variant (``view``, ``lang``, ``host``: ``localhost`` another edition,
+``page``: links with ``page=2``, a second page) change only the last N articles and no other;
+``--synthetic N`` serves N made-up articles instead of the real ones (1,000: 2,375 distinct
+pages). Each configuration
 crawls the whole site in a fresh process with the same spider, configurations interleaved:
 without the add-on, the add-on without URL rules, the add-on as it is (URL rules on), and
 MaybeDont (its PyPI package, its defaults). Printed per configuration (median of the
@@ -50,7 +55,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from url_site import ARTICLE, LATE_KINDS, Article, Changes, handler, page_of, pages  # noqa: E402
+from url_site import ARTICLE, LATE_KINDS, Article, Changes, handler, page_of, pages, synthetic  # noqa: E402
 
 ADDON = {"ADDONS": {"scrapy_neardup.NearDupAddon": 0}}
 MAYBEDONT = {
@@ -315,24 +320,32 @@ def scenarios(site: Site, tmp: Path) -> None:
     report("re-run on its index", site, (work / "parsed.txt").read_text().split(), again)
     server = shutil.which("redis-server")
     if server is None:
-        print("two crawlers on one Redis index: skipped (no redis-server on PATH)")
+        print("two crawlers on one index: skipped (no redis-server on PATH for their queue)")
         return
-    work = tmp / "redis"
-    work.mkdir()
-    with redis_server(server, work) as url:
-        key = uuid.uuid4().hex
-        shared = {
-            **ADDON, "NEARDUP_BACKEND": "redis", "NEARDUP_REDIS_URL": url, "REDIS_URL": url,
-            "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
-            "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
-            "SCHEDULER_QUEUE_KEY": f"{key}:requests", "SCHEDULER_DUPEFILTER_KEY": f"{key}:dupefilter",
-            "SCHEDULER_PERSIST": True, "SCHEDULER_IDLE_BEFORE_CLOSE": 5,
-        }  # fmt: skip
-        first = start_crawl(site, shared, work, "first")
-        time.sleep(3)
-        second = start_crawl(site, shared, work, "second", start=False)
-        results = [finish(first, work, "first"), finish(second, work, "second")]
-    report("two crawlers, one Redis index", site, (work / "parsed.txt").read_text().split(), *results)
+    for index in ("redis", "sqlite"):  # the same two crawlers, their index in Redis or in one file
+        work = tmp / f"two-{index}"
+        work.mkdir()
+        with redis_server(server, work) as url:
+            key = uuid.uuid4().hex
+            shared = {
+                **ADDON, "REDIS_URL": url, "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
+                "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
+                "SCHEDULER_QUEUE_KEY": f"{key}:requests", "SCHEDULER_DUPEFILTER_KEY": f"{key}:dupefilter",
+                "SCHEDULER_PERSIST": True, "SCHEDULER_IDLE_BEFORE_CLOSE": 5,
+            }  # fmt: skip
+            if index == "redis":
+                shared.update({"NEARDUP_BACKEND": "redis", "NEARDUP_REDIS_URL": url})
+            else:
+                shared["NEARDUP_DB"] = str(work / "index.sqlite")
+            began = time.perf_counter()
+            first = start_crawl(site, shared, work, "first")
+            time.sleep(3)
+            second = start_crawl(site, shared, work, "second", start=False)
+            results = [finish(first, work, "first"), finish(second, work, "second")]
+            wall = time.perf_counter() - began - 5  # the idle wait before closing left out
+        skipped = sum(r["urls"].get("skipped", 0) for r in results)
+        parsed = (work / "parsed.txt").read_text().split()
+        report(f"two crawlers, one {index} index ({skipped} skipped, {wall:.1f} s)", site, parsed, *results)
 
 
 def report(what: str, site: Site, parsed: list[str], *results: dict) -> None:
@@ -380,6 +393,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--configs", default=",".join(CONFIGS))
     parser.add_argument("--articles", type=int, default=None, help="only the first aeb pages")
+    parser.add_argument("--synthetic", type=int, default=0, help="so many made-up articles instead")
     parser.add_argument("--view-every", type=int, default=4, help="view=full changes one article in so many")
     parser.add_argument("--late", type=int, default=0, help="--late-kind changes only the last N articles")
     parser.add_argument("--late-kind", choices=LATE_KINDS, default="view", help="the variant --late is about")
@@ -394,7 +408,7 @@ def main() -> None:
     unknown = [n for n in names if n not in CONFIGS]
     if unknown:
         parser.error(f"unknown configs {unknown}; choose from {', '.join(CONFIGS)}")
-    articles = real_articles(args.articles)
+    articles = synthetic(args.synthetic) if args.synthetic else real_articles(args.articles)
     late = Changes(args.view_every, args.late_kind, len(articles) - args.late) if args.late else None
     site = Site(articles, late or Changes(args.view_every))
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:

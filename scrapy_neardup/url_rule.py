@@ -10,9 +10,9 @@ from dataclasses import dataclass
 # The share of the pages a rule may change, bounded at 95 % confidence, under which it is adopted:
 # with no counter-example, 29 pairs of pages that differ by it and hold the same content.
 MAX_ERROR, CONFIDENCE = 0.1, 0.95
-# The share of its predicted copies a rule in force may change and still be missed, at CONFIDENCE,
-# once the crawl has checked it before closing (``checks_needed``).
-MISSED_SHARE = 0.05
+# The share of its predicted copies a rule in force may change and still be missed, with
+# CHECK_CONFIDENCE, once the crawl has checked it before closing (``checks_needed``).
+MISSED_SHARE, CHECK_CONFIDENCE = 0.05, 0.99
 
 PARAM, SEGMENT, HOST = "param", "segment", "host"
 
@@ -81,11 +81,11 @@ def adopt_after(max_error: float = MAX_ERROR, confidence: float = CONFIDENCE) ->
     return math.floor(math.log(1.0 - confidence) / math.log(1.0 - max_error)) + 1
 
 
-def checks_needed(predicted: int, share: float = MISSED_SHARE, confidence: float = CONFIDENCE) -> int:
+def checks_needed(predicted: int, share: float = MISSED_SHARE, confidence: float = CHECK_CONFIDENCE) -> int:
     """How many of a rule's ``predicted`` copies, drawn at random, must be downloaded so that a
     rule that changes ``share`` of them (at least one) shows a counter-example with
     ``confidence``, wherever they are in the crawl: the exact hypergeometric bound, all of a
-    few copies, about 46 of 150, 59 of many. 0 with no share."""
+    few copies, 65 of 150, 90 of many. 0 with no share."""
     if predicted <= 0 or share <= 0:
         return 0
     changed = max(1, math.ceil(share * predicted))

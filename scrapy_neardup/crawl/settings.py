@@ -129,7 +129,7 @@ class CrawlSettings:
         MISSED_SHARE,
         parse_float,
         "before the crawl closes, each rule in force has enough of the requests it skipped downloaded, "
-        "drawn at random, to show a counter-example at 95 % confidence if it changes this share of "
+        "drawn at random, to show a counter-example with 99 % confidence if it changes this share of "
         "them (0: no check)",
         between(0.0, 0.5),
     )

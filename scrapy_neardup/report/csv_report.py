@@ -18,7 +18,7 @@ from .progress import Progress
 
 COLUMNS = (
     "url", "cluster_id", "canonical", "is_canonical", "duplicate_of", "similarity", "method", "seen_at",
-    "status", "skip_reason", "title",
+    "status", "skip_reason", "title", "clean_url",
 )  # fmt: skip
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
@@ -60,11 +60,12 @@ def write_csv(clusters: ClusterSet, index: Index, handle: TextIO, progress: Prog
         writer.writerow((
             cell(r["url"]), cluster_id, canonical, is_canonical, duplicate_of, similarity, r["method"] or "",
             iso_time(r["seen_at"]), r["status"], r["skip_reason"] or "", cell(r["title"]),
+            cell(clusters.clean_url(r["url"])),
         ))  # fmt: skip
     for s in clusters.url_skips:  # requests never downloaded: the page each was predicted to copy
         reason = "; ".join(s.rules) + ("; scheduled again" if s.revived else "")
         copy_of = cell(s.predicted_copy_of)
         writer.writerow(
-            (cell(s.url), "", "", "", copy_of, "", "url_rule", "", "not_fetched", cell(reason), "")
+            (cell(s.url), "", "", "", copy_of, "", "url_rule", "", "not_fetched", cell(reason), "", "")
         )
     progress.finish()

@@ -412,7 +412,9 @@ def write_html(
             ]
             for m in cluster.members
         ]
-        handle.write(("," if i else "") + script_json([cluster.number, rows]))
+        clean = clusters.clean_url(cluster.canonical.url)
+        shown = [cluster.number, rows] + ([clean] if clean != cluster.canonical.url else [])
+        handle.write(("," if i else "") + script_json(shown))
         progress.tick()
     handle.write("]}")
     progress.finish()

@@ -112,6 +112,7 @@
     row.appendChild(el("td", "num", members.length));
     var page = el("td");
     page.appendChild(el("div", "url", canonical[URL]));
+    if (cluster[2]) page.appendChild(el("div", "title", "clean URL: " + cluster[2]));
     if (canonical[TITLE]) page.appendChild(el("div", "title", canonical[TITLE]));
     row.appendChild(page);
     var methods = {}, hosts = {}, low = null, high = null;
