@@ -15,7 +15,9 @@ scrapy-redis queue and one Redis index; needs redis-server on PATH). Printed per
 its feeds: items byte-identical to an earlier item of the same feed (and of all feeds
 together), copies stored (items whose content an earlier item already holds) against the
 copies the site serves, and distinct pages stored of all (a comment page counts as distinct
-only with ``--comments``, which sets NEARDUP_COMMENTS).
+only with ``--comments``, which sets NEARDUP_COMMENTS), and the duplicates the crawl judged on
+which ``scrapy-neardup compare`` states the crawl's own decision (drop when it was sure,
+uncertain when it let the page through).
 """
 
 from __future__ import annotations
@@ -157,6 +159,7 @@ def crawl_once(config: dict) -> None:
     from scrapy.crawler import CrawlerProcess
 
     hosts = set(config["hosts"])
+    verdicts = Path(config["verdicts"]).open("a", buffering=1)  # noqa: SIM115 (the crawl's whole life)
 
     class NewsSpider(scrapy.Spider):
         name = "news"
@@ -166,6 +169,10 @@ def crawl_once(config: dict) -> None:
                 yield scrapy.Request(config["base"] + "/index.html")
 
         def parse(self, response):
+            verdict = response.meta.get("neardup") or {}
+            if verdict.get("duplicate"):  # what compare must say too
+                seen = {k: verdict.get(k) for k in ("url", "duplicate_of", "sure")}
+                verdicts.write(json.dumps(seen) + "\n")
             if urlsplit(response.url).path.startswith(ARTICLE_PATHS):
                 yield {"url": response.url, "html": response.text}
             for href in response.css("a::attr(href)").getall():
@@ -193,6 +200,7 @@ def start(
     config = {
         "base": base, "hosts": hosts, "settings": settings, "start": first,
         "out": str(work / f"{name}.json"), "feed": str(work / f"{name}.jsonl"),
+        "verdicts": str(work / "verdicts.jsonl"),
     }  # fmt: skip
     (work / f"{name}.config.json").write_text(json.dumps(config))
     return subprocess.Popen(
@@ -217,6 +225,7 @@ def measure(site: NewsSite, feeds: list[list[dict]], comments_on: bool) -> dict:
             if stored[key] > 1:
                 parts = urlsplit(item["url"])
                 kind = parts.path.split("/")[1] + ("?" + parts.query.split("=")[0] if parts.query else "")
+                kind += " (brief)" if int(key[1:]) % 6 == 5 else ""
                 kinds[kind] = kinds.get(kind, 0) + 1
     distinct = {h if comments_on or h.startswith("a") else "a" + h[1:] for h in site.holds.values()}
     served = len(site.holds) + sum(1 for n in range(site.articles) if n % 7 == 0) - len(distinct)
@@ -226,6 +235,31 @@ def measure(site: NewsSite, feeds: list[list[dict]], comments_on: bool) -> dict:
         "copies_stored": copies, "copies_served": served, "share": copies / served,
         "distinct_stored": len(stored), "distinct": len(distinct), "copies_by_kind": kinds,
     }  # fmt: skip
+
+
+def agreement(site: NewsSite, work: Path, comments_on: bool) -> tuple[int, int]:
+    """``scrapy-neardup compare`` on each duplicate the crawl judged: (the pairs on which its
+    decision is the crawl's, all pairs)."""
+    import contextlib
+    import io
+
+    from scrapy_neardup.cli import main as cli
+
+    same = total = 0
+    for line in (work / "verdicts.jsonl").read_text().splitlines():
+        seen = json.loads(line)
+        files = []
+        for k, url in enumerate((seen["duplicate_of"], seen["url"])):
+            parts = urlsplit(url)
+            files.append(work / f"pair-{k}.html")
+            files[-1].write_bytes(site.page(parts.path, parts.query) or b"")
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            cli(["compare", *map(str, files), "--json", *(["--comments", "true"] if comments_on else [])])
+        stated = json.loads(out.getvalue())["crawl"]["decision"]
+        total += 1
+        same += stated == ("drop" if seen["sure"] else "uncertain")
+    return same, total
 
 
 def main() -> None:
@@ -290,6 +324,7 @@ def main() -> None:
                     for n in names
                 ]
                 figures = measure(site, feeds, args.comments)
+                figures["compare_agrees"] = "{} of {}".format(*agreement(site, work, args.comments))
                 print(f"round {round_ + 1} {backend}: {json.dumps(figures)} ({wall:.1f} s)", flush=True)
     server.shutdown()
 

@@ -150,7 +150,7 @@ class UrlModel:
                 if len(near) < MAX_NEAR:
                     near.append((form, cluster))
         self._fetched_urls[url] = (form, cluster)
-        self._fetched.setdefault(self._rewrite(form)[0], url)
+        self._add_fetched(form, url)
         if len(self._fetched_urls) > MAX_PAGES:
             self._forget(next(iter(self._fetched_urls)))
         return evidence
@@ -282,7 +282,16 @@ class UrlModel:
                 self._witnesses.pop(key, None)
         self._fetched = {}
         for url, (form, _) in self._fetched_urls.items():
-            self._fetched.setdefault(self._rewrite(form)[0], url)
+            self._add_fetched(form, url)
+
+    def _add_fetched(self, form: Form, url: str) -> None:
+        """Name a fetched page for its rewritten form: the first URL fetched, or the clean one
+        (that no rule rewrites), so that a wrong prediction blames the request's rules alone."""
+        rewritten, used = self._rewrite(form)
+        if not used:
+            self._fetched[rewritten] = url
+        else:
+            self._fetched.setdefault(rewritten, url)
 
     def _general(self, key: RuleKey) -> RuleKey:
         """The rule on all the hosts joined to its own."""

@@ -445,3 +445,16 @@ def test_a_wrong_prediction_spares_what_the_predicted_pages_own_copies_clear():
     model.observe("http://h/a?id=1", 1)
     assert model.blamed([ref, view], model.harmless_for("http://h/a?id=1&ref=home")) == [view]
     assert model.harmless_for("http://h/a?id=9") == set()  # a page never fetched clears nothing
+
+
+def test_a_prediction_names_the_clean_page_when_it_was_fetched():
+    """A copy is predicted of the page no rule rewrites, whatever URL of it came first: a wrong
+    prediction then blames the rules of the request alone."""
+    model = UrlModel()
+    ref, sid = (RuleKey("http://h", "", PARAM, name) for name in ("ref", "sid"))
+    model.rules = {ref: Rule(ref, 40, 0, "adopted"), sid: Rule(sid, 40, 0, "adopted")}
+    model.rules_changed()
+    model.observe("http://h/a?id=1&ref=home", 1)
+    assert model.predict("http://h/a?id=1&sid=3") == ("http://h/a?id=1&ref=home", [ref, sid])
+    model.observe("http://h/a?id=1", 1)
+    assert model.predict("http://h/a?id=1&sid=3") == ("http://h/a?id=1", [sid])
