@@ -177,6 +177,7 @@ class UrlModel:
         evidence, pairs = Evidence(), self._pairs(form, keys)
         harmless = {k for keys, _, other_cluster in pairs if other_cluster == cluster for k in keys}
         evidence.harmless = {self._general(k) for k in harmless}
+        suspects: list[list[RuleKey]] = []  # pairs of other content that differ by adopted rules only
         for keys, other, other_cluster in pairs:
             if other_cluster == cluster:
                 evidence.same += [k for k in keys if self._witness(k, cluster)]
@@ -191,7 +192,8 @@ class UrlModel:
                     if c == other_cluster
                     for k in other_keys
                 }
-                evidence.differ += [k for k in keys if k not in spared] or keys
+                suspects.append([k for k in keys if k not in spared] or keys)
+        evidence.differ += _fewest_to_blame(suspects)
         return evidence
 
     def _pairs(self, form: Form, keys: list[tuple]) -> list[tuple[list[RuleKey], Form, int]]:
@@ -371,6 +373,27 @@ class UrlModel:
 
     def _host_of(self, host: str) -> str:
         return self._canonical.get(host, host)
+
+
+def _fewest_to_blame(suspects: list[list[RuleKey]]) -> list[RuleKey]:
+    """The fewest rules that account for every counter-example pair (each pair's rules, one of
+    which changed the page): ``lang=de`` against ``?ref=home``, ``?sid=1`` and the other host's
+    copy blames ``lang``, not the three rules each pair shows beside it. A pair whose rules
+    tie blames them all: a rule wrongly spared could cost pages, one wrongly blamed only time."""
+    blamed: list[RuleKey] = []
+    left = [set(keys) for keys in suspects]
+    while left:
+        counts: dict[RuleKey, int] = {}
+        for keys in left:
+            for key in keys:
+                counts[key] = counts.get(key, 0) + 1
+        most = max(counts.values())
+        chosen = sorted((k for k, n in counts.items() if n == most), key=RuleKey.text)
+        if most == 1:  # no rule explains two pairs: every rule of what is left is suspect
+            chosen = sorted(counts, key=RuleKey.text)
+        blamed += chosen
+        left = [keys for keys in left if not keys & set(chosen)]
+    return blamed
 
 
 def _section(segments: tuple[str, ...]) -> str:

@@ -458,3 +458,28 @@ def test_a_prediction_names_the_clean_page_when_it_was_fetched():
     assert model.predict("http://h/a?id=1&sid=3") == ("http://h/a?id=1&ref=home", [ref, sid])
     model.observe("http://h/a?id=1", 1)
     assert model.predict("http://h/a?id=1&sid=3") == ("http://h/a?id=1", [sid])
+
+
+def test_a_page_of_other_content_blames_the_fewest_rules_that_explain_it():
+    """A late ``lang=de`` page differs from three copies of its article, each by lang and one
+    other adopted rule: lang alone explains the three pairs and is the only one blamed."""
+    model = UrlModel()
+    names = ("lang", "ref", "sid")
+    keys = {name: RuleKey("http://h", "", PARAM, name) for name in names}
+    model.rules = {k: Rule(k, 40, 0, "adopted") for k in keys.values()}
+    model.rules_changed()
+    for url in ("http://h/a?id=1&ref=home", "http://h/a?id=1&sid=3"):
+        model.observe(url, 1)
+    assert model.observe("http://h/a?id=1&lang=de", 2).differ == [keys["lang"]]
+    # One pair alone: its two rules tie, and both are blamed.
+    model = UrlModel()
+    model.rules = {k: Rule(k, 40, 0, "adopted") for k in keys.values()}
+    model.rules_changed()
+    model.observe("http://h/a?id=1&ref=home", 1)
+    assert sorted(model.observe("http://h/a?id=1&lang=de", 2).differ, key=RuleKey.text) == sorted(
+        [keys["lang"], keys["ref"]], key=RuleKey.text
+    )
+    lang, ref, sid = keys["lang"], keys["ref"], keys["sid"]
+    host = RuleKey("", "", HOST, "http://g http://h")
+    assert urls._fewest_to_blame([[lang, ref], [lang, sid], [host, lang]]) == [lang]
+    assert set(urls._fewest_to_blame([[lang, ref], [lang, sid], [ref]])) == {lang, ref}
