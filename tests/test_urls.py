@@ -483,3 +483,17 @@ def test_a_page_of_other_content_blames_the_fewest_rules_that_explain_it():
     host = RuleKey("", "", HOST, "http://g http://h")
     assert urls._fewest_to_blame([[lang, ref], [lang, sid], [host, lang]]) == [lang]
     assert set(urls._fewest_to_blame([[lang, ref], [lang, sid], [ref]])) == {lang, ref}
+
+
+def test_the_requests_kept_for_the_check_are_a_bounded_uniform_sample():
+    """A long crawl keeps, for each rule, a sample as large as its check can draw, not every URL
+    it skipped; late skips are as likely in it as early ones."""
+    from scrapy_neardup.crawl.url_rules import Skipped, UrlRules
+
+    rules = UrlRules(index=None, stats=None)  # type: ignore[arg-type]
+    for n in range(20_000):
+        rules._sample(Skipped(f"http://h/a?id={n}&sid=1", f"http://h/a?id={n}", ("sid",)))
+    met, sample = rules._unchecked["sid"]
+    assert met == 20_000 and len(sample) == checks_needed(10**9) == 90
+    late = sum(int(s.url.split("id=")[1].split("&")[0]) >= 10_000 for s in sample)
+    assert 25 <= late <= 65  # about half (binomial, 90 draws: outside this range once in 10^4)

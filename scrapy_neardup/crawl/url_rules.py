@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from scrapy.exceptions import IgnoreRequest
@@ -35,6 +36,15 @@ STATUS_STAT = {
 }
 # A request's meta: True fetches it whatever the rules say; the rules a fetched predicted copy checks.
 FETCH, CHECKS = "neardup_fetch", "_neardup_checks"
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A request skipped as a predicted copy of ``target`` by ``rules`` (their keys' text)."""
+
+    url: str
+    target: str
+    rules: tuple[str, ...]
 
 
 class UrlRules:
@@ -61,8 +71,10 @@ class UrlRules:
         self._draw = random.Random(self.salt)  # which skipped requests the crawl checks before closing
         self._checked: dict[str, int] = {}  # a rule's predicted copies this crawl fetched (explored, checked)
         self._predicted: dict[str, int] = {}  # a rule's predicted copies this crawl met
-        self._unchecked: dict[str, list[str]] = {}  # a rule's skipped URLs not yet drawn from
-        self._skipped: dict[str, tuple[str, list[str]]] = {}  # a skipped URL -> its target, its rules
+        # A rule's skipped requests not yet drawn from: how many, and a uniform sample of them
+        # (reservoir sampling) as large as any draw can be, so memory stays flat on a long crawl.
+        self._unchecked: dict[str, tuple[int, list[Skipped]]] = {}
+        self._sample_size = checks_needed(10**9, verify)
         self.debug = debug  # log every skipped request, not only the first
         self._logged = False
         self._failed = False  # an index failure was said
@@ -143,9 +155,7 @@ class UrlRules:
                 "scrapy-neardup: fetching %s, a predicted copy that cannot be kept (%r)", request.url, exc
             )
             return
-        self._skipped[request.url] = (target, texts)
-        for text in texts:
-            self._unchecked.setdefault(text, []).append(request.url)
+        self._sample(Skipped(request.url, target, tuple(texts)))
         self.stats.inc_value("neardup/urls/skipped")
         reason = f"predicted copy of {target} (learned URL rules: {_named(keys)})"
         if self.debug or not self._logged:
@@ -222,25 +232,35 @@ class UrlRules:
 
     # --- checking before the crawl closes ----------------------------------------------------
 
+    def _sample(self, skipped: Skipped) -> None:
+        """Keep a skipped request in each of its rules' samples (reservoir sampling)."""
+        for text in skipped.rules:
+            met, sample = self._unchecked.get(text, (0, []))
+            met += 1
+            if len(sample) < self._sample_size:
+                sample.append(skipped)
+            elif (at := self._draw.randrange(met)) < self._sample_size:
+                sample[at] = skipped
+            self._unchecked[text] = (met, sample)
+
     def check_before_close(self) -> int:
         """Schedule, with their callbacks and meta, enough of this crawl's skipped requests, drawn
         at random, that each rule in force has had ``url_rule.checks_needed`` of its predicted
         copies downloaded (the explored ones count): a rule that changes a few of the pages it
         skipped, wherever they came in the crawl, then meets a counter-example and everything
         it skipped is fetched. The number scheduled (the crawl stays open for them)."""
-        drawn: set[str] = set()
-        for text, unchecked in self._unchecked.items():
-            key = RuleKey.parse(text)
-            if not unchecked or not self.model.enforces(key):
+        drawn: dict[str, Skipped] = {}
+        for text, (_, sample) in self._unchecked.items():
+            if not sample or not self.model.enforces(RuleKey.parse(text)):
                 continue
             needed = checks_needed(self._predicted.get(text, 0), self.verify_share)
             needed -= self._checked.get(text, 0)
-            fresh = [url for url in unchecked if url not in drawn]
-            for url in self._draw.sample(fresh, max(0, min(needed, len(fresh)))):
-                drawn.add(url)
-                for other in self._skipped[url][1]:
+            fresh = [skipped for skipped in sample if skipped.url not in drawn]
+            for skipped in self._draw.sample(fresh, max(0, min(needed, len(fresh)))):
+                drawn[skipped.url] = skipped
+                for other in skipped.rules:
                     self._checked[other] = self._checked.get(other, 0) + 1
-            unchecked.clear()
+        self._unchecked.clear()
         if not drawn:
             return 0
         try:
@@ -254,22 +274,23 @@ class UrlRules:
         self.stats.inc_value("neardup/urls/checked", scheduled)
         return scheduled
 
-    def _schedule(self, urls: set[str]) -> int:
-        """Schedule again the skipped requests of these URLs, each checking its prediction."""
+    def _schedule(self, drawn: dict[str, Skipped]) -> int:
+        """Schedule again the skipped requests drawn, each checking its prediction."""
         engine, spider = getattr(self.crawler, "engine", None), getattr(self.crawler, "spider", None)
         if engine is None or spider is None:
             return 0
-        rules = sorted({text for url in urls for text in self._skipped[url][1]})
+        rules = sorted({text for skipped in drawn.values() for text in skipped.rules})
         scheduled = []
         for skip, kept in self.index.url_skips(rules):
             try:
                 request = kept_requests.revive(kept, spider)
             except ValueError:  # said when the rule's skips are revived, if ever
                 continue
-            if request.url not in urls:
+            skipped = drawn.get(request.url)
+            if skipped is None:
                 continue
             request.meta[FETCH] = True
-            request.meta[CHECKS] = self._skipped[request.url]
+            request.meta[CHECKS] = (skipped.target, list(skipped.rules))
             engine.crawl(request.replace(dont_filter=True))
             scheduled.append(skip)
         self.index.url_revived(scheduled)
