@@ -202,8 +202,9 @@ class UrlRules:
         if predicted not in (None, cluster):  # a rule predicted a copy of other content
             used = [RuleKey.parse(text) for text in checks[1]]  # written by this crawl
             harmless |= self.model.harmless_for(checks[0])  # what the predicted page's copies clear
-            for key in self.model.blamed(used, harmless):
-                changes.setdefault(key, [0, 0])[1] += 1
+            if not {key for key, (_, differ) in changes.items() if differ} & set(used):
+                for key in self.model.blamed(used, harmless):  # the page's pairs did not say which
+                    changes.setdefault(key, [0, 0])[1] += 1
         if changes:
             texts = {key.text(): key for key in changes}
             evidence = {text: (changes[key][0], changes[key][1]) for text, key in texts.items()}
