@@ -202,6 +202,12 @@ IMATCH = Method(
 
 # --- SpotSigs ---------------------------------------------------------------------------------
 
+# A SpotSigs match over fewer spots than spotsigs_min_spots is strong evidence all the same when
+# the SimHash distance is this small: a short article's copy under another template (the same 60
+# to 180 words) is within it, short distinct pages of one site are not (benchmarks/short_texts.py,
+# docs/quality.md "Short articles").
+SURE_FEW_SPOTS_BITS = 6
+
 
 def _spotsigs_result(a: Fingerprint, b: Fingerprint, config: Config) -> MethodResult | None:
     if not a.spots.size or not b.spots.size:
@@ -221,7 +227,10 @@ def _spotsigs_result(a: Fingerprint, b: Fingerprint, config: Config) -> MethodRe
         witness = f" or SimHash <= {bits} bits" if bits >= 0 else ""
         threshold += f", >= {least} spots each{witness}"
     duplicate = sim >= bar and trusted
-    weak = duplicate and (small < least or bar > tau)  # the few-spots witness, or uneven lengths
+    # Thin evidence: few spots (unless SimHash all but agrees, as a short text's copy does), or
+    # uneven lengths.
+    few = small < least and not (distance is not None and distance <= SURE_FEW_SPOTS_BITS)
+    weak = duplicate and (few or bar > tau)
     return MethodResult("spotsigs", sim, sim, f"{sim:.3f} Jaccard", threshold, duplicate, weak)
 
 

@@ -95,6 +95,24 @@ def test_a_match_on_few_spots_or_of_unequal_lengths_is_weak():
     shorter = dataclasses.replace(b, token_count=700)  # under 0.75 of the other: the higher bar
     uneven = compare(a, shorter, config)
     assert uneven.duplicate and uneven.weak
-    few = compare(BASE, dataclasses.replace(BASE, exact=9, spots=spots(1, 2, 3, 5), simhash=0b1010), config)
-    assert few.duplicate and few.weak  # 4 spots: the SimHash witness let the Jaccard decide
+    ten_bits_off = 0b1011 ^ 0b1111111111
+    few = compare(
+        BASE, dataclasses.replace(BASE, exact=9, spots=spots(1, 2, 3, 5), simhash=ten_bits_off), config
+    )
+    assert few.duplicate and few.weak  # 4 spots: the SimHash witness (under 20 bits) let the Jaccard decide
     assert not compare(a, b, DedupConfig(methods=("exact",))).weak  # no match, nothing weak
+
+
+def test_a_few_spots_match_is_strong_when_simhash_all_but_agrees():
+    """A short text's copy: under spotsigs_min_spots spots, weak unless the SimHash distance is
+    within SURE_FEW_SPOTS_BITS (the same few words under another template)."""
+    from scrapy_neardup.methods import SURE_FEW_SPOTS_BITS
+
+    config = DedupConfig()
+    short = dataclasses.replace(BASE, spots=spots(*range(1, 9)), simhash=0)
+    close = dataclasses.replace(short, exact=2, simhash=(1 << SURE_FEW_SPOTS_BITS) - 1)  # 6 bits off
+    far = dataclasses.replace(short, exact=3, simhash=(1 << (SURE_FEW_SPOTS_BITS + 4)) - 1)  # 10 bits
+    assert short.spots.size < config.spotsigs_min_spots
+    strong, weak = compare(short, close, config), compare(short, far, config)
+    assert strong.duplicate and strong.method == "spotsigs" and not strong.weak
+    assert weak.duplicate and weak.method == "spotsigs" and weak.weak
