@@ -252,3 +252,21 @@ def test_url_rule_evidence_and_status_change_in_one_step(open_detector):
     assert index.add_url_evidence({rule: (0, 1)}, 29)[rule] == (29, 1, "adopted", "revoked")
     read = {key.text(): rest for key, *rest in map(read_rule, index.url_rules())}
     assert read == {rule: [29, 1, "revoked"], other: [44, 1, "refused"]}
+
+
+def test_skipped_requests_and_tag_modes_would_be_skips_read_back_apart(open_detector):
+    """A request kept for revival is skipped; one kept with no request (tag mode fetched it) is
+    listed as a would-be skip, never scheduled again and not counted as skipped."""
+    index = open_detector(CONFIG).index
+    rule = RuleKey("http://x", "", "param", "sid").text()
+    index.add_url_evidence({rule: (1, 0)}, 29)
+    index.add_url_skip([rule], "http://x/a?sid=1", "http://x/a", b'{"url": "http://x/a?sid=1"}')
+    index.add_url_skip([rule], "http://x/b?sid=2", "http://x/b", b"")
+    assert [skip[1] for skip in index.url_skips([rule])] == [b'{"url": "http://x/a?sid=1"}']
+    assert index.url_skip_counts() == {rule: (1, 0)}
+    assert index.url_skipped() == [
+        ("http://x/a?sid=1", "http://x/a", False, [rule]), ("http://x/b?sid=2", "http://x/b", None, [rule])
+    ]  # fmt: skip
+    index.url_revived([index.url_skips([rule])[0][0]])
+    assert index.url_skip_counts() == {rule: (1, 1)} and index.url_skips([rule]) == []
+    assert [row[2] for row in index.url_skipped()] == [True, None]

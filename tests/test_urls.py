@@ -383,19 +383,44 @@ def test_a_rerun_that_meets_a_copy_first_stores_every_page_again(tmp_path, backe
     assert canonical[copies_first[1]] == f"{base}/a?id=1"  # the rules' clean URL
 
 
-def test_tag_mode_skips_nothing_and_counts_what_the_rules_would_skip(tmp_path):
-    settings = {
-        **ADDON,
-        "NEARDUP_DB": str(tmp_path / "tag.sqlite"),
-        "NEARDUP_WORKERS": 0,
-        "NEARDUP_ACTION": "tag",
-    }
+@pytest.mark.parametrize("backend", ["sqlite", "redis"])
+def test_tag_mode_skips_nothing_and_reports_what_the_rules_would_skip(tmp_path, backend, request):
+    db = tmp_path / "tag.sqlite"
+    settings = {**ADDON, "NEARDUP_DB": str(db), "NEARDUP_WORKERS": 0, "NEARDUP_ACTION": "tag"}
+    if backend == "redis":
+        prefix = f"tag:{uuid.uuid4().hex}"
+        redis_url = request.getfixturevalue("redis_url")
+        settings.update(NEARDUP_BACKEND="redis", NEARDUP_REDIS_URL=redis_url, NEARDUP_REDIS_KEY=prefix)
     with url_site(COUNT) as base:
         result = crawl(tmp_path, [base + "/list?page=0"], settings)
         without = crawl(tmp_path, [base + "/list?page=0"], {})
-    assert "neardup/urls/skipped" not in result["stats"]
-    assert result["stats"]["neardup/urls/would_skip"] > 0 and result["stats"]["neardup/urls/adopted"] >= 2
+    stats = result["stats"]
+    assert "neardup/urls/skipped" not in stats and "neardup/urls/checked" not in stats
+    assert stats["neardup/urls/would_skip"] > 0 and stats["neardup/urls/adopted"] >= 2
     assert len(result["parsed"]) == len(without["parsed"])  # every request fetched
+    if backend == "redis":
+        from scrapy_neardup.config import DedupConfig
+        from scrapy_neardup.index.redis import RedisIndex
+
+        index = RedisIndex(redis_url, DedupConfig(), prefix)
+    else:
+        from scrapy_neardup.index import SQLiteIndex
+
+        index = SQLiteIndex.open_existing(db)
+    from scrapy_neardup.report.clusters import load_clusters
+    from scrapy_neardup.report.url_rules import url_rules_html, url_rules_link
+
+    clusters = load_clusters(index)
+    would = [s for s in clusters.url_skips if not s.skipped]
+    assert len(would) == stats["neardup/urls/would_skip"] and would == clusters.url_skips
+    assert all(s.predicted_copy_of in result["parsed"] and s.url in result["parsed"] for s in would)
+    assert all(skipped == 0 for skipped, _ in index.url_skip_counts().values())  # none skipped
+    assert index.url_skips([r[0] for r in index.url_rules()]) == []  # nothing to schedule again
+    page = url_rules_link(clusters.url_rules, clusters.url_skips) + url_rules_html(
+        clusters.url_rules, clusters.url_skips
+    )
+    assert "0 requests skipped" in page and f"{len(would):,} they would have skipped" in page
+    assert 'id="nd-would-skip"' in page and 'id="nd-skipped"' not in page
 
 
 def test_sqlite_and_redis_indexes_learn_the_same_rules_at_the_same_pages(tmp_path, redis_url):

@@ -132,10 +132,14 @@ class UrlRules:
         if predicted is None:
             return
         target, keys = predicted
-        if self.observe:
-            self.stats.inc_value("neardup/urls/would_skip")
-            return
         texts = [key.text() for key in keys]
+        if self.observe:  # tag mode: fetched, and kept for the report as what the rules would skip
+            self.stats.inc_value("neardup/urls/would_skip")
+            try:
+                self.index.add_url_skip(texts, request.url, target, b"")
+            except Exception as exc:  # a full disk, Redis gone: the report lists one fewer
+                logger.debug("scrapy-neardup: could not note %s as a would-be skip (%r)", request.url, exc)
+            return
         for text in texts:
             self._predicted[text] = self._predicted.get(text, 0) + 1
         if explored(request.url, self.explore, self.salt):

@@ -170,7 +170,10 @@ class Store(Protocol):
 
     def set_url_rule(self, rule: str, status: str, at: float) -> None: ...
 
-    def add_url_skip(self, rules: list[str], url: str, target: str, request: bytes) -> None: ...
+    def add_url_skip(self, rules: list[str], url: str, target: str, request: bytes) -> None:
+        """Keep a skipped request (an empty ``request``: one tag mode fetched, that the rules
+        would have skipped; never scheduled again, not counted as skipped)."""
+        ...
 
     def url_skips(self, rules: list[str]) -> list[tuple[int, bytes]]:
         """The requests these rules skipped that were not scheduled again since: (id, the request)."""
@@ -211,12 +214,14 @@ class Reader(Protocol):
     def url_rules(self) -> list[tuple[str, int, int, str]]: ...
 
     def url_skip_counts(self) -> dict[str, tuple[int, int]]:
-        """For each URL rule, the requests it skipped and how many were scheduled again."""
+        """For each URL rule, the requests it skipped and how many were scheduled again (tag
+        mode's would-be skips left out)."""
         ...
 
-    def url_skipped(self) -> list[tuple[str, str, bool, list[str]]]:
+    def url_skipped(self) -> list[tuple[str, str, bool | None, list[str]]]:
         """Every skipped request, in the order skipped: (its URL, the fetched page it was predicted
-        to copy, whether it was scheduled again, the rules that predicted it)."""
+        to copy, whether it was scheduled again (None: not skipped, tag mode fetched it), the
+        rules that predicted it)."""
         ...
 
     def close(self) -> None: ...

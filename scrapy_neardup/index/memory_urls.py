@@ -42,7 +42,8 @@ class MemoryUrls:
     def url_skips(self, rules: list[str]) -> list[tuple[int, bytes]]:
         state = self._url_state()
         ids = sorted({skip for rule, skip in state["skip_rules"] if rule in rules})
-        return [(i, state["skips"][i]["request"]) for i in ids if not state["skips"][i]["revived"]]
+        skips = state["skips"]
+        return [(i, skips[i]["request"]) for i in ids if not skips[i]["revived"] and skips[i]["request"]]
 
     def url_revived(self, ids: list[int]) -> None:
         for i in ids:
@@ -51,17 +52,18 @@ class MemoryUrls:
     def url_skip_counts(self) -> dict[str, tuple[int, int]]:
         state, counts = self._url_state(), {}
         for rule, skip in state["skip_rules"]:
-            count, revived = counts.get(rule, (0, 0))
-            counts[rule] = (count + 1, revived + state["skips"][skip]["revived"])
+            if state["skips"][skip]["request"]:  # tag mode's would-be skips left out
+                count, revived = counts.get(rule, (0, 0))
+                counts[rule] = (count + 1, revived + state["skips"][skip]["revived"])
         return counts
 
-    def url_skipped(self) -> list[tuple[str, str, bool, list[str]]]:
+    def url_skipped(self) -> list[tuple[str, str, bool | None, list[str]]]:
         state = self._url_state()
         rules: dict[int, list[str]] = {}
         for rule, skip in state["skip_rules"]:
             rules.setdefault(skip, []).append(rule)
         return [
-            (s["url"], s["target"], bool(s["revived"]), rules.get(i, []))
+            (s["url"], s["target"], bool(s["revived"]) if s["request"] else None, rules.get(i, []))
             for i, s in enumerate(state["skips"])
         ]
 

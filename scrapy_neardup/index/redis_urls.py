@@ -103,12 +103,13 @@ class RedisUrls:
         for stored, *_ in self.url_rules():
             rule = stored.decode("utf-8", "replace")
             ids = reply_ids(self.r.smembers(self.k("url_skip_rule", rule)))
-            revived = sum(self.r.hget(self.k("url_skip", i), "revived") == b"1" for i in ids)
-            if ids:
-                counts[rule] = (len(ids), revived)
+            kept = [i for i in ids if self.r.hstrlen(self.k("url_skip", i), "request")]
+            revived = sum(self.r.hget(self.k("url_skip", i), "revived") == b"1" for i in kept)
+            if kept:
+                counts[rule] = (len(kept), revived)
         return counts
 
-    def url_skipped(self) -> list[tuple[str, str, bool, list[str]]]:
+    def url_skipped(self) -> list[tuple[str, str, bool | None, list[str]]]:
         rules: dict[int, list[str]] = {}
         for stored, *_ in self.url_rules():
             rule = stored.decode("utf-8", "replace")
@@ -118,11 +119,17 @@ class RedisUrls:
         pipe = self.r.pipeline(transaction=False)
         for skip in ids:
             pipe.hmget(self.k("url_skip", skip), "url", "target", "revived")
-        rows = pipe.execute(raise_on_error=False) if ids else []
+            pipe.hstrlen(self.k("url_skip", skip), "request")
+        replies = pipe.execute(raise_on_error=False) if ids else []
         return [
-            (reply_text(row[0]) or "", reply_text(row[1]) or "", row[2] == b"1", rules.get(skip, []))
-            for skip, row in zip(ids, rows, strict=True)
-            if isinstance(row, list) and row[0]
+            (
+                reply_text(row[0]) or "",
+                reply_text(row[1]) or "",
+                row[2] == b"1" if size else None,
+                rules.get(skip, []),
+            )
+            for skip, row, size in zip(ids, replies[::2], replies[1::2], strict=True)
+            if isinstance(row, list) and row[0] and isinstance(size, int)
         ]
 
     def forget_url_rules(self) -> None:

@@ -100,7 +100,7 @@ class SQLiteUrls:
             tuple(row)
             for row in self.db.execute(
                 "SELECT DISTINCT s.id, s.request FROM url_skips s JOIN url_skip_rules r ON r.skip = s.id "
-                f"WHERE r.rule IN ({marks}) AND s.revived = 0 ORDER BY s.id",
+                f"WHERE r.rule IN ({marks}) AND s.revived = 0 AND length(s.request) > 0 ORDER BY s.id",
                 rules,
             )
         ]
@@ -116,23 +116,24 @@ class SQLiteUrls:
         try:
             rows = self.db.execute(
                 "SELECT r.rule, COUNT(*), SUM(s.revived) FROM url_skip_rules r "
-                "JOIN url_skips s ON s.id = r.skip GROUP BY r.rule"
+                "JOIN url_skips s ON s.id = r.skip WHERE length(s.request) > 0 GROUP BY r.rule"
             )
             return {rule: (count, revived or 0) for rule, count, revived in rows}
         except sqlite3.OperationalError:
             return {}
 
-    def url_skipped(self) -> list[tuple[str, str, bool, list[str]]]:
+    def url_skipped(self) -> list[tuple[str, str, bool | None, list[str]]]:
         try:
             rows = self.db.execute(
-                "SELECT s.id, s.url, s.target, s.revived, r.rule FROM url_skips s "
+                "SELECT s.id, s.url, s.target, length(s.request) > 0 AND s.revived, "
+                "length(s.request) > 0, r.rule FROM url_skips s "
                 "LEFT JOIN url_skip_rules r ON r.skip = s.id ORDER BY s.id"
             ).fetchall()
         except sqlite3.OperationalError:  # a file made before rules were kept, opened to read
             return []
-        found: dict[object, tuple[str, str, bool, list[str]]] = {}
-        for skip, url, target, revived, rule in rows:
-            entry = found.setdefault(skip, (str(url), str(target), revived == 1, []))
+        found: dict[object, tuple[str, str, bool | None, list[str]]] = {}
+        for skip, url, target, revived, skipped, rule in rows:
+            entry = found.setdefault(skip, (str(url), str(target), revived == 1 if skipped else None, []))
             if isinstance(rule, str):
                 entry[3].append(rule)
         return list(found.values())

@@ -64,8 +64,7 @@ def write_csv(clusters: ClusterSet, index: Index, handle: TextIO, progress: Prog
         ))  # fmt: skip
     for s in clusters.url_skips:  # requests never downloaded: the page each was predicted to copy
         reason = "; ".join(s.rules) + ("; scheduled again" if s.revived else "")
+        status = "not_fetched" if s.skipped else "would_skip"  # tag mode fetched it
         copy_of = cell(s.predicted_copy_of)
-        writer.writerow(
-            (cell(s.url), "", "", "", copy_of, "", "url_rule", "", "not_fetched", cell(reason), "", "")
-        )
+        writer.writerow((cell(s.url), "", "", "", copy_of, "", "url_rule", "", status, cell(reason), "", ""))
     progress.finish()

@@ -73,12 +73,14 @@ def clean_urls(rows: list[UrlRuleRow]) -> Callable[[str], str]:
 @dataclass(frozen=True)
 class SkippedRow:
     """A request a rule skipped: its URL, the fetched page it was predicted to copy, the rules
-    that predicted it (in words), and whether it was scheduled again after all."""
+    that predicted it (in words), and whether it was scheduled again after all; or, not
+    ``skipped``, one that tag mode fetched and the rules would have skipped."""
 
     url: str
     predicted_copy_of: str
     rules: tuple[str, ...]
     revived: bool
+    skipped: bool = True
 
 
 def load_url_skips(index: Any) -> list[SkippedRow]:
@@ -91,7 +93,7 @@ def load_url_skips(index: Any) -> list[SkippedRow]:
                 named.append(RuleKey.parse(text).words())
             except ValueError:  # a rule not written by the rules: said by load_url_rules
                 continue
-        rows.append(SkippedRow(url, target, tuple(named), revived))
+        rows.append(SkippedRow(url, target, tuple(named), bool(revived), revived is not None))
     return rows
 
 
@@ -109,11 +111,15 @@ def url_rules_link(rows: list[UrlRuleRow], skips: list[SkippedRow]) -> str:
     if not rows:
         return ""
     adopted = sum(r.status == "adopted" for r in rows)
-    revived = sum(s.revived for s in skips)
+    skipped = [s for s in skips if s.skipped]
+    revived = sum(s.revived for s in skipped)
+    would = len(skips) - len(skipped)
     return (
         f'<p class="note"><a href="#nd-rules">Learned URL rules</a>: {adopted:,} of {len(rows):,} adopted; '
-        f'<a href="#nd-skipped">{len(skips):,} requests skipped</a> before their download '
-        f"({revived:,} of them scheduled again).</p>"
+        f'<a href="#nd-skipped">{len(skipped):,} requests skipped</a> before their download '
+        f"({revived:,} of them scheduled again)"
+        + (f'; <a href="#nd-would-skip">{would:,} they would have skipped</a> (tag mode)' if would else "")
+        + ".</p>"
     )
 
 
@@ -122,7 +128,7 @@ def url_rules_html(rows: list[UrlRuleRow], skips: list[SkippedRow] = ()) -> str:
     if not rows:
         return ""
     esc = html.escape
-    skipped = len(skips)
+    skipped = sum(s.skipped for s in skips)
     adopted = sum(r.status == "adopted" for r in rows)
     parts = [
         '<h2 id="nd-rules">Learned URL rules</h2>',
@@ -150,19 +156,27 @@ def url_rules_html(rows: list[UrlRuleRow], skips: list[SkippedRow] = ()) -> str:
     parts.append("</tbody></table>")
     if len(rows) > SHOWN:
         parts.append(f'<p class="note">{len(rows) - SHOWN:,} more rules in the JSON report.</p>')
-    parts.append(skipped_html(skips))
+    parts.append(skipped_html([s for s in skips if s.skipped]))
+    parts.append(skipped_html([s for s in skips if not s.skipped], would=True))
     return "\n".join(parts)
 
 
-def skipped_html(skips: list[SkippedRow]) -> str:
-    """The skipped requests: each with the page it was predicted to copy and the rules why."""
+def skipped_html(skips: list[SkippedRow], would: bool = False) -> str:
+    """The skipped requests (``would``: those tag mode fetched and the rules would have
+    skipped), each with the page it was predicted to copy and the rules why."""
     if not skips:
         return ""
     esc = html.escape
+    head = (
+        '<h3 id="nd-would-skip">Requests the rules would have skipped</h3><p class="note">Tag mode '
+        "skips nothing: each of these was downloaded.</p>"
+        if would
+        else '<h3 id="nd-skipped">Requests skipped</h3>'
+    )
     parts = [
-        '<h3 id="nd-skipped">Requests skipped</h3>',
-        '<table class="rules"><thead><tr><th>URL not downloaded</th><th>predicted copy of</th>'
-        "<th>by the rules</th><th>scheduled again</th></tr></thead><tbody>",
+        head,
+        f'<table class="rules"><thead><tr><th>URL {"downloaded" if would else "not downloaded"}</th>'
+        "<th>predicted copy of</th><th>by the rules</th><th>scheduled again</th></tr></thead><tbody>",
     ]
     for s in skips[:SHOWN]:
         parts.append(
