@@ -215,7 +215,10 @@ def crawl_decision(
             "why": why if policy.drop_above > 0 else f"{why} (a bar of 0 drops every match)",
         }
     if verdict.weak:
-        why = "a weak match: SpotSigs over few spots, or texts of unequal length, pass at any similarity"
+        why = (
+            "a weak match: SpotSigs over few spots, texts of unequal length, or with comments on a page"
+            " of many more words, pass at any similarity"
+        )
         return {"decision": "uncertain", "why": why}
     return {"decision": "uncertain", "why": f"{similarity} under {bar}"}
 

@@ -200,7 +200,8 @@ class DedupConfig:
         False,
         parse_bool,
         "readers' comments the extractor finds are part of a page's main text; off, a page that "
-        "differs from another by its comments alone is its duplicate",
+        "differs from another by its comments alone is its duplicate; on, a page 100 words or "
+        "more apart from its match is never dropped as its copy",
     )
     max_body: int = knob(
         5_000_000,

@@ -207,6 +207,9 @@ IMATCH = Method(
 # to 180 words) is within it, short distinct pages of one site are not (benchmarks/short_texts.py,
 # docs/quality.md "Short articles").
 SURE_FEW_SPOTS_BITS = 6
+# With NEARDUP_COMMENTS, a match between pages this many words apart (comments of their own)
+# is weak: let through and kept, never dropped.
+COMMENT_WORDS = 100
 
 
 def _spotsigs_result(a: Fingerprint, b: Fingerprint, config: Config) -> MethodResult | None:
@@ -230,7 +233,10 @@ def _spotsigs_result(a: Fingerprint, b: Fingerprint, config: Config) -> MethodRe
     # Thin evidence: few spots (unless SimHash all but agrees, as a short text's copy does), or
     # uneven lengths.
     few = small < least and not (distance is not None and distance <= SURE_FEW_SPOTS_BITS)
-    weak = duplicate and (few or bar > tau)
+    # With comments in the text, one page holding many more words than the other is not its
+    # copy for sure: a comment view of a long article is near it by every measure.
+    commented = config.comments and abs(a.token_count - b.token_count) >= COMMENT_WORDS
+    weak = duplicate and (few or bar > tau or commented)
     return MethodResult("spotsigs", sim, sim, f"{sim:.3f} Jaccard", threshold, duplicate, weak)
 
 

@@ -116,3 +116,18 @@ def test_a_few_spots_match_is_strong_when_simhash_all_but_agrees():
     strong, weak = compare(short, close, config), compare(short, far, config)
     assert strong.duplicate and strong.method == "spotsigs" and not strong.weak
     assert weak.duplicate and weak.method == "spotsigs" and weak.weak
+
+
+def test_with_comments_a_page_of_many_more_words_is_no_sure_copy():
+    """NEARDUP_COMMENTS: a long article and its comment view (the article and 577 words of
+    comments) match, weakly: the comment view is kept, and so is the article met after it."""
+    from scrapy_neardup.methods import COMMENT_WORDS
+
+    shared = list(range(100, 500))
+    article = dataclasses.replace(BASE, exact=2, token_count=2405, spots=spots(*shared))
+    view = dataclasses.replace(BASE, exact=3, token_count=2405 + 577, spots=spots(*shared, *range(900, 990)))
+    off, on = compare(article, view, DedupConfig()), compare(article, view, DedupConfig(comments=True))
+    assert off.duplicate and not off.weak  # comments off: the comment view is a copy
+    assert on.duplicate and on.weak
+    close = dataclasses.replace(view, token_count=2405 + COMMENT_WORDS - 1)
+    assert not compare(article, close, DedupConfig(comments=True)).weak  # a few comments: a copy
