@@ -268,6 +268,9 @@ def table(site: Site, args: argparse.Namespace, names: list[str], tmp: Path, red
             )
             if result["decided"]:
                 print("    decided at response: " + ", ".join(str(at) for at, _ in result["decided"]))
+            for at, message in result["decided"]:
+                if " revoked (" in message:
+                    print(f"    at response {at}: {message}")
             for status in ("adopted", "revoked"):
                 if result["rules"].get(status):
                     print(f"    {status}: {', '.join(result['rules'][status])}")

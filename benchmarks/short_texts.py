@@ -104,9 +104,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=qd.TUNING_SEED)
     args = parser.parse_args()
     config = DedupConfig()
-    print(
-        f"{'kind':9} {'pairs':>5} {'matched':>7} {'dropped':>7} {'through':>7} {'kept':>5}  copies let through"
-    )
+    head = ("kind", "pairs", "matched", "dropped", "through", "kept")
+    print(f"{head[0]:9} " + " ".join(f"{h:>7}" for h in head[1:]) + "  copies let through")
     for kind, labelled in pairs(args.seed).items():
         counts = {"matched": 0, "dropped": 0, "through": 0, "kept": 0}
         through = []
@@ -129,13 +128,11 @@ def main() -> None:
         if through:
             sims, spots, words = zip(*through, strict=True)
             shown = (
-                f"similarity median {statistics.median(sims):.2f}, spots median {statistics.median(spots):.0f}, "
-                f"words median {statistics.median(words):.0f}"
+                f"similarity median {statistics.median(sims):.2f}, "
+                f"spots median {statistics.median(spots):.0f}, words median {statistics.median(words):.0f}"
             )
-        print(
-            f"{kind:9} {len(labelled):>5} {counts['matched']:>7} {counts['dropped']:>7} {counts['through']:>7} "
-            f"{counts['kept']:>5}  {shown}"
-        )
+        figures = (len(labelled), counts["matched"], counts["dropped"], counts["through"], counts["kept"])
+        print(f"{kind:9} " + " ".join(f"{n:>7}" for n in figures) + f"  {shown}")
 
 
 if __name__ == "__main__":

@@ -213,23 +213,25 @@ class UrlRules:
             texts = {key.text(): key for key in changes}
             evidence = {text: (changes[key][0], changes[key][1]) for text, key in texts.items()}
             totals = self.index.add_url_evidence(evidence, ADOPT_AT)
-            self._weigh({texts[text]: total for text, total in totals.items()})
+            self._weigh({texts[text]: total for text, total in totals.items()}, response.url)
         self._judged += 1
         if self._judged % REFRESH == 0 and self._read_rules():
             self.revive_withdrawn()
 
-    def _weigh(self, totals: dict[RuleKey, tuple[int, int, str, str]]) -> None:
+    def _weigh(self, totals: dict[RuleKey, tuple[int, int, str, str]], url: str = "") -> None:
         """Take in the rules' totals and the status the index gave them: count and log the rules
-        adopted, refused or revoked, and schedule again what the rules withdrawn skipped."""
+        adopted, refused or revoked (by the page at ``url``), and schedule again what the rules
+        withdrawn skipped."""
         changed = False
         for key, (same, differ, old, new) in totals.items():
             changed |= self._take(key, same, differ, new)
             if new == old:
                 continue
             self.stats.inc_value(STATUS_STAT[new])
+            by = f", the last by {url}" if new in ("refused", "revoked") and url else ""
             (logger.debug if new == "refused" else logger.info)(
-                "scrapy-neardup: URL rule %s %s (%d pages of the same content, %d counter-examples)",
-                _named([key]), new, same, differ,
+                "scrapy-neardup: URL rule %s %s (%d pages of the same content, %d counter-examples%s)",
+                _named([key]), new, same, differ, by,
             )  # fmt: skip
         if changed:
             self.model.rules_changed()
