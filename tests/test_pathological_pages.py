@@ -173,4 +173,6 @@ def test_sigterm_stops_a_crawl_judging_the_pages_inline(tmp_path):
         finally:
             process.kill()
     assert "Received SIGTERM, shutting down gracefully" in log.read_text(), log.read_text()[-2000:]
-    assert took < 30
+    # It stops rather than hangs: the pages downloaded already (7, at most 4 s each on a busy
+    # machine) are judged first.
+    assert took < BUDGET
