@@ -227,7 +227,9 @@ def test_a_rule_met_by_a_counter_example_is_revoked_and_its_requests_are_fetched
         by_view += 'rule LIKE \'%"param", "view"]\''
         assert con.execute(by_view + " AND revived = 0").fetchone() == (0,)
         # (the explored share is drawn afresh in every crawl: the first check may come before a skip)
-        assert stats.get("neardup/urls/revived", 0) >= con.execute(by_view).fetchone()[0]
+        # (and the check before closing may have fetched some before the revocation)
+        fetched_after = stats.get("neardup/urls/revived", 0) + stats.get("neardup/urls/checked", 0)
+        assert fetched_after >= con.execute(by_view).fetchone()[0]
 
 
 def test_requests_a_revoked_rule_skipped_before_a_kill_are_fetched_by_the_resumed_crawl(tmp_path):
