@@ -186,12 +186,7 @@ class UrlModel:
             if len(unknown) == 1:
                 evidence.differ += unknown
             elif not unknown:
-                spared = harmless | {
-                    k
-                    for other_keys, _, c in self._pairs(other, list(_reduced_keys(other)))
-                    if c == other_cluster
-                    for k in other_keys
-                }
+                spared = harmless | self._cleared(other, other_cluster)
                 suspects.append([k for k in keys if k not in spared] or keys)
         evidence.differ += _fewest_to_blame(suspects)
         return evidence
@@ -242,9 +237,12 @@ class UrlModel:
         fetched = self._fetched_urls.get(url)
         if fetched is None or fetched[1] is None:
             return set()
-        form, cluster = fetched
+        return {self._general(k) for k in self._cleared(*fetched)}
+
+    def _cleared(self, form: Form, cluster: int) -> set[RuleKey]:
+        """The rules that a page's pairs with pages of its own content differ by."""
         pairs = self._pairs(form, list(_reduced_keys(form)))
-        return {self._general(k) for keys, _, other in pairs if other == cluster for k in keys}
+        return {k for keys, _, other in pairs if other == cluster for k in keys}
 
     def cluster_of(self, url: str) -> int | None:
         """The content cluster of a page this crawl fetched (None: unknown)."""

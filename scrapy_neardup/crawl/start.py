@@ -83,15 +83,9 @@ def open_session_parts(crawler: Crawler) -> Opened:
     if settings.learn_urls:
         observe = settings.action is Action.TAG  # every page goes on: the rules only learn
         urls = UrlRules(
-            index,
-            crawler.stats,
-            crawler,
-            settings.url_explore,
-            settings.debug,
-            observe,
-            policy.sure,
-            settings.url_verify,
-        )
+            index, crawler.stats, crawler, explore=settings.url_explore, debug=settings.debug,
+            observe=observe, sure=policy.sure, verify=settings.url_verify,
+        )  # fmt: skip
         urls.start(forget=settings.url_rules_reset)
         detector.use_url_rules(urls.model)
     return Opened(config, settings, policy, detector, urls)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -69,8 +70,8 @@ class UrlRules:
         self.sure = sure  # whether a duplicate is sure (the crawl's bar): else it is an original
         self.salt = random.getrandbits(32)  # the share explored is drawn afresh in every run
         self._draw = random.Random(self.salt)  # which skipped requests the crawl checks before closing
-        self._checked: dict[str, int] = {}  # a rule's predicted copies this crawl fetched (explored, checked)
-        self._predicted: dict[str, int] = {}  # a rule's predicted copies this crawl met
+        self._checked: Counter[str] = Counter()  # a rule's predicted copies this crawl fetched
+        self._predicted: Counter[str] = Counter()  # a rule's predicted copies this crawl met
         # A rule's skipped requests not yet drawn from: how many, and a uniform sample of them
         # (reservoir sampling) as large as any draw can be, so memory stays flat on a long crawl.
         self._unchecked: dict[str, tuple[int, list[Skipped]]] = {}
@@ -140,12 +141,10 @@ class UrlRules:
             except Exception as exc:  # a full disk, Redis gone: the report lists one fewer
                 logger.debug("scrapy-neardup: could not note %s as a would-be skip (%r)", request.url, exc)
             return
-        for text in texts:
-            self._predicted[text] = self._predicted.get(text, 0) + 1
+        self._predicted.update(texts)
         if explored(request.url, self.explore, self.salt):
             request.meta[CHECKS] = (target, texts)
-            for text in texts:
-                self._checked[text] = self._checked.get(text, 0) + 1
+            self._checked.update(texts)
             self.stats.inc_value("neardup/urls/explored")
             return
         kept = kept_requests.keep(request, spider)
@@ -260,13 +259,11 @@ class UrlRules:
         for text, (_, sample) in self._unchecked.items():
             if not sample or not self.model.enforces(RuleKey.parse(text)):
                 continue
-            needed = checks_needed(self._predicted.get(text, 0), self.verify_share)
-            needed -= self._checked.get(text, 0)
+            needed = checks_needed(self._predicted[text], self.verify_share) - self._checked[text]
             fresh = [skipped for skipped in sample if skipped.url not in drawn]
             for skipped in self._draw.sample(fresh, max(0, min(needed, len(fresh)))):
                 drawn[skipped.url] = skipped
-                for other in skipped.rules:
-                    self._checked[other] = self._checked.get(other, 0) + 1
+                self._checked.update(skipped.rules)
         self._unchecked.clear()
         if not drawn:
             return 0

@@ -103,10 +103,15 @@ class RedisUrls:
         for stored, *_ in self.url_rules():
             rule = stored.decode("utf-8", "replace")
             ids = reply_ids(self.r.smembers(self.k("url_skip_rule", rule)))
-            kept = [i for i in ids if self.r.hstrlen(self.k("url_skip", i), "request")]
-            revived = sum(self.r.hget(self.k("url_skip", i), "revived") == b"1" for i in kept)
-            if kept:
-                counts[rule] = (len(kept), revived)
+            pipe = self.r.pipeline(transaction=False)
+            for skip in ids:
+                pipe.hstrlen(self.k("url_skip", skip), "request")
+                pipe.hget(self.k("url_skip", skip), "revived")
+            replies = pipe.execute(raise_on_error=False) if ids else []
+            pairs = zip(replies[::2], replies[1::2], strict=True)
+            kept = [revived for size, revived in pairs if isinstance(size, int) and size]
+            if kept:  # tag mode's would-be skips (no request kept) left out
+                counts[rule] = (len(kept), sum(revived == b"1" for revived in kept))
         return counts
 
     def url_skipped(self) -> list[tuple[str, str, bool | None, list[str]]]:
