@@ -331,7 +331,7 @@ def main() -> None:
                 config = CONFIGS[name.removesuffix(" @base")]
                 settings = dict(config or {})
                 if config is not None:
-                    settings.update({"ADDONS": {"scrapy_neardup.NearDupAddon": 0}, "NEARDUP_DB": str(db)})
+                    settings.update({"ADDONS": {"scrapy_neardup.NearDupAddon": 0}, "NEARDUP_INDEX": str(db)})
                 env = dict(os.environ)
                 if name.endswith(" @base"):
                     env["PYTHONPATH"] = str(args.baseline.resolve())

@@ -287,16 +287,14 @@ def main() -> None:
                 work.mkdir()
                 settings = {**ADDON, **extra}
                 if backend == "sqlite":
-                    settings["NEARDUP_DB"] = str(work / "index.sqlite")
+                    settings["NEARDUP_INDEX"] = str(work / "index.sqlite")
                 elif redis_url is None:
                     print(f"{backend}: skipped (no redis-server on PATH)")
                     continue
                 else:
                     settings.update(
                         {
-                            "NEARDUP_BACKEND": "redis",
-                            "NEARDUP_REDIS_URL": redis_url,
-                            "NEARDUP_REDIS_KEY": uuid.uuid4().hex,
+                            "NEARDUP_INDEX": f"{redis_url}?prefix={uuid.uuid4().hex}",
                         }
                     )
                 began = time.perf_counter()

@@ -39,7 +39,6 @@ import logging
 import random
 import shutil
 import signal
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -217,33 +216,23 @@ def run(site: Site, settings: dict, work: Path, redis_url: str | None = None) ->
     """One whole crawl with its own index (an SQLite file, or a fresh key of ``redis_url``); its
     result with the URLs that reached the spider."""
     work.mkdir(parents=True)
-    if redis_url is None:
-        index = {"NEARDUP_DB": str(work / "index.sqlite")}
-    else:
-        index = {
-            "NEARDUP_BACKEND": "redis",
-            "NEARDUP_REDIS_URL": redis_url,
-            "NEARDUP_REDIS_KEY": uuid.uuid4().hex,
-        }
-    result = finish(start_crawl(site, {**index, **settings}, work, "crawl"), work, "crawl")
+    location = str(work / "index.sqlite") if redis_url is None else f"{redis_url}?prefix={uuid.uuid4().hex}"
+    result = finish(start_crawl(site, {"NEARDUP_INDEX": location, **settings}, work, "crawl"), work, "crawl")
     result["parsed"] = (work / "parsed.txt").read_text().split()
-    result["rules"] = rules_of(work / "index.sqlite", redis_url, index.get("NEARDUP_REDIS_KEY"))
+    result["rules"] = rules_of(location)
     return result
 
 
-def rules_of(db: Path, redis_url: str | None = None, key: str | None = None) -> dict[str, list[str]]:
+def rules_of(location: str) -> dict[str, list[str]]:
     """The rules an index holds that were decided, by status, named without their host."""
+    from scrapy_neardup.exceptions import IndexFileError
+    from scrapy_neardup.index import IndexSpec, open_existing
     from scrapy_neardup.url_rule import read_rule
 
-    if redis_url is not None:
-        import redis
-
-        status = redis.Redis.from_url(redis_url).hgetall(f"{key}:url_status")
-        rows = [(rule, 0, 0, value) for rule, value in status.items()]
-    elif db.exists():
-        with sqlite3.connect(db) as con:
-            rows = con.execute("SELECT rule, same, differ, status FROM url_rules").fetchall()
-    else:
+    try:
+        with open_existing(IndexSpec.parse(location)) as index:
+            rows = index.url_rules()
+    except IndexFileError:  # a crawl with the add-on off made none
         rows = []
     decided: dict[str, set[str]] = {}
     for row in rows:
@@ -305,7 +294,7 @@ def scenarios(site: Site, tmp: Path) -> None:
     """Stopped and resumed, re-run, two crawlers on one Redis index: every page fetched?"""
     work = tmp / "resume"
     work.mkdir()
-    settings = {**ADDON, "NEARDUP_DB": str(work / "index.sqlite"), "JOBDIR": str(work / "job")}
+    settings = {**ADDON, "NEARDUP_INDEX": str(work / "index.sqlite"), "JOBDIR": str(work / "job")}
     for part in ("first", "second"):  # stopped as Ctrl-C stops it, after 400 more requests
         goal = site.served[0] + 400
         proc = start_crawl(site, settings, work, part)
@@ -337,9 +326,9 @@ def scenarios(site: Site, tmp: Path) -> None:
                 "SCHEDULER_PERSIST": True, "SCHEDULER_IDLE_BEFORE_CLOSE": 5,
             }  # fmt: skip
             if index == "redis":
-                shared.update({"NEARDUP_BACKEND": "redis", "NEARDUP_REDIS_URL": url})
+                shared["NEARDUP_INDEX"] = f"{url}?prefix={key}:neardup"
             else:
-                shared["NEARDUP_DB"] = str(work / "index.sqlite")
+                shared["NEARDUP_INDEX"] = str(work / "index.sqlite")
             began = time.perf_counter()
             first = start_crawl(site, shared, work, "first")
             time.sleep(3)

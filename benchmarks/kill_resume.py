@@ -144,7 +144,7 @@ def main() -> None:
         for name, settings in configs.items():  # interleaved, so both meet the same machine state
             work = base / f"{name.split()[0]}-{round_}"
             work.mkdir()
-            settings = {**settings, "JOBDIR": str(work / "job"), "NEARDUP_DB": str(work / "index.sqlite")}
+            settings = {**settings, "JOBDIR": str(work / "job"), "NEARDUP_INDEX": str(work / "index.sqlite")}
             feeds = [run(work, f"killed-{k}", site, settings, args.every) for k in range(args.kills)]
             feeds.append(run(work, "resumed", site, settings, None))
             phases = [("resume", list(feeds))]

@@ -166,7 +166,10 @@ def clusters() -> list[dict[str, Any]]:
     if not DB.exists() or not cli.exists():
         return []
     done = subprocess.run(
-        [str(cli), "report", "--db", str(DB), "--format", "json"], capture_output=True, text=True, check=False
+        [str(cli), "report", "--index", str(DB), "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if done.returncode != 0:
         return []

@@ -5,7 +5,7 @@
 Starts a redis-server on 127.0.0.1 (a free port, nothing kept), serves the bundled news site,
 and runs two ``scrapy crawl news`` processes against both: the first seeds scrapy-redis's shared
 request queue with the start URL, the second only takes requests from it, and both check every
-page against one Redis index (``NEARDUP_BACKEND = "redis"``). Each writes its own items feed;
+page against one Redis index (``NEARDUP_INDEX = "redis://..."``). Each writes its own items feed;
 the union of the two feeds must hold every original page of the site once and none of its
 copies, whichever process fetched a copy or its original. Exit status 0 when it does.
 """
@@ -53,8 +53,9 @@ def start_redis(folder: str) -> tuple[subprocess.Popen, str]:
 
 def crawl(name: str, start_url: str, redis_url: str) -> subprocess.Popen:
     settings = {
-        "NEARDUP_BACKEND": "redis", "REDIS_URL": redis_url, "NEARDUP_REPORT": "",
-        "SCHEDULER": "scrapy_redis.scheduler.Scheduler", "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
+        "NEARDUP_INDEX": redis_url, "REDIS_URL": redis_url, "NEARDUP_REPORT": "",
+        "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
+        "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
         "CONCURRENT_REQUESTS": "2", "DOWNLOAD_DELAY": "0.2", "LOG_FILE": str(OUTPUT / f"redis-{name}.log"),
         "STATS_FILE": str(OUTPUT / f"redis-{name}-stats.json"),
     }  # fmt: skip
@@ -64,7 +65,7 @@ def crawl(name: str, start_url: str, redis_url: str) -> subprocess.Popen:
     command += ["-O", f"{OUTPUT / f'redis-{name}.jsonl'}:jsonlines"]
     for key, value in settings.items():
         command += ["-s", f"{key}={value}"]
-    print(f"$ scrapy crawl news ({name}) with NEARDUP_BACKEND=redis and scrapy-redis's scheduler")
+    print(f"$ scrapy crawl news ({name}) with NEARDUP_INDEX={redis_url} and scrapy-redis's scheduler")
     return subprocess.Popen(command, cwd=HERE)
 
 
@@ -82,7 +83,7 @@ def main() -> int:
             codes = [first.wait(300), second.wait(300)]
             report = OUTPUT / "redis-report.html"
             cli = Path(sys.executable).parent / "scrapy-neardup"
-            where = ["--redis", redis_url, "--redis-key", "news:neardup"]
+            where = ["--index", f"{redis_url}?prefix=news:neardup"]
             subprocess.run([str(cli), "report", *where, "-o", str(report)], check=False)
             done = subprocess.run(
                 [str(cli), "report", *where, "--format", "json"], capture_output=True, text=True

@@ -10,9 +10,7 @@ import argparse
 import contextlib
 import json
 import os
-import sqlite3
 import sys
-from pathlib import Path
 from typing import Any
 
 from . import __version__
@@ -20,15 +18,14 @@ from .config import DedupConfig
 from .crawl.policy import Action, Policy
 from .decision import SURE_SIMILARITY
 from .exceptions import ConfigError, InputError, NearDupError, one_line
-from .index import Verdict, open_existing
-from .index.sqlite import damage_advice
-from .index.sqlite_open import no_index_file, unusable
+from .index import IndexSpec, open_existing, storage_failure
 from .methods import Fingerprint, decision_order
-from .offline.scan import config_of, fingerprint_page, index_spec, run_scan
+from .offline.scan import config_of, fingerprint_page, run_scan
 from .offline.sources import read_page_file
-from .report import FORMATS, format_for, render_report, write_index_report, write_report
+from .report import FORMATS, format_for, render_report, write_report
 from .report.clusters import CANONICAL_POLICIES
 from .report.html_report import TEXT_BUDGET
+from .verdict import Verdict
 from .verify import Comparison, compare
 
 
@@ -159,24 +156,21 @@ def build_parser() -> argparse.ArgumentParser:
         "SQLite index file, to keep it, report on it or query it with SQLite tools.",
     )
     export.add_argument(
-        "--redis", required=True, metavar="URL", help="the Redis server (redis://host:port/db)"
+        "--index", required=True, metavar="LOCATION", help="the Redis index (redis://host:6379/0?prefix=KEY)"
     )
-    export.add_argument(
-        "--redis-key", required=True, metavar="KEY", help="the index's key prefix (<spider>:neardup)"
-    )
-    export.add_argument("--db", required=True, help="the new SQLite index file")
+    export.add_argument("-o", "--output", required=True, help="the new SQLite index file")
     export.set_defaults(run=run_export)
     return parser
 
 
 def _add_index_options(parser: argparse.ArgumentParser, db_help: str) -> None:
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--db", help=db_help)
-    where.add_argument("--redis", metavar="URL", help="a Redis index instead (redis://host:port/db)")
     parser.add_argument(
-        "--redis-key",
-        metavar="KEY",
-        help="with --redis: the index's key prefix, as a crawl names it (<spider>:neardup)",
+        "--index",
+        "--db",
+        dest="index",
+        required=True,
+        metavar="LOCATION",
+        help=f"{db_help}, or redis://host:6379/0?prefix=<spider>:neardup for a Redis index",
     )
 
 
@@ -332,31 +326,19 @@ def run_compare(args: argparse.Namespace) -> int:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    if args.db and not Path(args.db).is_file():
-        raise no_index_file(Path(args.db))
     if args.text_budget < 0:
         raise InputError(f"--text-budget: must be 0 or more, got {args.text_budget}")
     fmt = args.format or format_for(args.output)
     progress = sys.stderr.isatty()
-    if args.output and args.db:  # a file's report: written whole, never over the index
-        out = write_report(args.db, args.output, fmt, args.canonical, progress, text_budget=args.text_budget)
-        print(f"wrote the {fmt} report of {args.db} to {out}", file=sys.stderr)
+    if args.output:  # written whole, never over the index
+        out = write_report(
+            args.index, args.output, fmt, args.canonical, progress, text_budget=args.text_budget
+        )
+        print(f"wrote the {fmt} report of {args.index} to {out}", file=sys.stderr)
         return 0
-    if not args.output and sys.stdout is None:
+    if sys.stdout is None:
         raise InputError("standard output is closed; write the report to a file with -o FILE")
-    with open_existing(index_spec(args)) as index:
-        if args.output:
-            out = write_index_report(
-                index,
-                args.output,
-                fmt,
-                args.canonical,
-                progress,
-                source=index.name,
-                text_budget=args.text_budget,
-            )
-            print(f"wrote the {fmt} report of {args.redis_key} to {out}", file=sys.stderr)
-            return 0
+    with open_existing(IndexSpec.parse(args.index)) as index:
         if fmt == "csv" and hasattr(sys.stdout, "reconfigure"):
             sys.stdout.reconfigure(newline="")  # the csv module writes its own line ends
         render_report(index, sys.stdout, fmt, args.canonical, progress, index.name, args.text_budget)
@@ -364,12 +346,10 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from .index import IndexSpec
     from .index.export import export_to_sqlite
 
-    with open_existing(IndexSpec("redis", args.redis, args.redis_key)) as index:
-        copied = export_to_sqlite(index, args.db)
-    print(f"exported {copied} records of {args.redis_key} to {args.db}", file=sys.stderr)
+    copied = export_to_sqlite(IndexSpec.parse(args.index), args.output)
+    print(f"exported {copied} records of {args.index} to {args.output}", file=sys.stderr)
     return 0
 
 
@@ -383,11 +363,6 @@ def main(argv: list[str] | None = None) -> int:
     except NearDupError as exc:
         print(one_line(f"scrapy-neardup: error: {exc}"), file=sys.stderr)
         return 2
-    except sqlite3.DatabaseError as exc:  # met while reading or writing a file that opened well
-        db = getattr(args, "db", None)
-        error = unusable(Path(db), exc) if db else f"the index: {exc}{damage_advice(exc)}"
-        print(one_line(f"scrapy-neardup: error: {error}"), file=sys.stderr)
-        return 2
     except BrokenPipeError:  # the reader went away (``| head``): stop quietly, as Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 1
@@ -396,6 +371,12 @@ def main(argv: list[str] | None = None) -> int:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         where = exc.filename or "standard output"
         print(one_line(f"scrapy-neardup: error: {where}: {exc.strerror or exc}"), file=sys.stderr)
+        return 2
+    except Exception as exc:  # the index failing under a command that opened it well
+        error = storage_failure(getattr(args, "index", None), exc)
+        if error is None:
+            raise
+        print(one_line(f"scrapy-neardup: error: {error}"), file=sys.stderr)
         return 2
 
 

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 
 from .config import DedupConfig
 from .fingerprint import Fingerprint, imatch_with_stats, needed_methods
-from .index import Verdict
 from .index.base import Earlier, Store
 from .index.codecs import spots32
 from .methods import decision_order, rank
+from .verdict import Verdict
 from .verify import compare
 
 if TYPE_CHECKING:

@@ -21,10 +21,10 @@ from .config import DedupConfig
 from .decision import SURE_SIMILARITY, Decision
 from .exceptions import IndexFailure
 from .fingerprint import Fingerprint, fingerprint
-from .index import Verdict
 from .index.base import Conflict, Index
 from .scope import scope_key, url_key
 from .signatures.exact import raw_hash
+from .verdict import Verdict
 from .workers import WorkerPool
 
 if TYPE_CHECKING:

@@ -7,8 +7,9 @@ from pathlib import Path
 
 from scrapy_neardup import DedupConfig, Fingerprint
 from scrapy_neardup.detector import Detector
-from scrapy_neardup.index import SQLiteIndex, Verdict
+from scrapy_neardup.index import SQLiteIndex
 from scrapy_neardup.index.codecs import spots32
+from scrapy_neardup.verdict import Verdict
 
 
 def sqlite_detector(path: str | Path, config: DedupConfig | None = None) -> Detector:

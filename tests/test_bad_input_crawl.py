@@ -23,7 +23,7 @@ from crawling import ADDON, crawl, expected, long_page, path_of, serve
         ("NEARDUP_ITEM_FIELD", ""),
         ("NEARDUP_TAG_FIELD", ""),
         ("NEARDUP_URL_FIELD", "  "),
-        ("NEARDUP_DB", 5),
+        ("NEARDUP_INDEX", 5),
         ("NEARDUP_REPORT", "{tmp}/a-file/report.html"),
         ("NEARDUP_IMATCH_LEXICONS", 1_000_000),
         ("NEARDUP_WORKERS", 10_000),
@@ -37,7 +37,10 @@ def test_a_bad_setting_stops_the_crawl_at_start_naming_it(tmp_path, site, settin
     (tmp_path / "a-file").write_text("a file, where the report's folder should be")
     value = value.format(tmp=tmp_path) if isinstance(value, str) else value
     result = crawl(
-        tmp_path, [site + "/"], {**ADDON, "NEARDUP_DB": str(tmp_path / "i.db"), setting: value}, check=False
+        tmp_path,
+        [site + "/"],
+        {**ADDON, "NEARDUP_INDEX": str(tmp_path / "i.db"), setting: value},
+        check=False,
     )
     assert result["returncode"] != 0
     failed = [line for line in result["stderr"].splitlines() if "CRAWL FAILED TO START" in line]
@@ -48,7 +51,7 @@ def test_a_bad_setting_stops_the_crawl_at_start_naming_it(tmp_path, site, settin
 
 
 def test_a_misspelled_setting_is_named_with_the_one_meant(tmp_path, site):
-    settings = {**ADDON, "NEARDUP_DB": str(tmp_path / "i.db"), "NEARDUP_SPOTSIGS_TRESHOLD": 0.9}
+    settings = {**ADDON, "NEARDUP_INDEX": str(tmp_path / "i.db"), "NEARDUP_SPOTSIGS_TRESHOLD": 0.9}
     result = crawl(tmp_path, [site + "/"], settings)
     warned = [line for line in result["stderr"].splitlines() if "is not one of its settings" in line]
     assert len(warned) == 1 and "WARNING" in warned[0], result["stderr"][-2000:]
@@ -59,7 +62,7 @@ def test_a_misspelled_setting_is_named_with_the_one_meant(tmp_path, site):
 
 def test_a_full_disk_passes_every_page_on_and_says_so_once(tmp_path, site):
     db = tmp_path / "full.db"
-    result = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_DB": str(db)}, index_pages_left=3)
+    result = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_INDEX": str(db)}, index_pages_left=3)
     stats = result["stats"]
     assert stats["finish_reason"] == "finished"
     assert stats["neardup/skipped/error"] >= 5
@@ -72,14 +75,14 @@ def test_a_full_disk_passes_every_page_on_and_says_so_once(tmp_path, site):
 
 def test_a_locked_index_is_waited_for_and_the_wait_logged(tmp_path, site):
     db = tmp_path / "locked.db"
-    crawl(tmp_path, [site + "/short.html"], {**ADDON, "NEARDUP_DB": str(db)})  # the file exists
+    crawl(tmp_path, [site + "/short.html"], {**ADDON, "NEARDUP_INDEX": str(db)})  # the file exists
     hold = (
         "import sqlite3, sys, time; c = sqlite3.connect(sys.argv[1], isolation_level=None); "
         "c.execute('BEGIN IMMEDIATE'); print('held', flush=True); time.sleep(7)"
     )
     holder = subprocess.Popen([sys.executable, "-c", hold, str(db)], stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "held"
-    result = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_DB": str(db)})
+    result = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_INDEX": str(db)})
     holder.wait()
     assert "is locked by another process; waited" in result["stderr"]
     assert result["stats"]["neardup/dropped"] == len(expected("duplicate"))
@@ -107,7 +110,7 @@ def test_a_pathological_page_is_skipped_and_the_crawl_goes_on(tmp_path, workers)
     root = tmp_path / "site"
     root.mkdir()
     _pathological_site(root)
-    settings = {**ADDON, "NEARDUP_DB": str(tmp_path / "p.db"), "NEARDUP_WORKERS": workers}
+    settings = {**ADDON, "NEARDUP_INDEX": str(tmp_path / "p.db"), "NEARDUP_WORKERS": workers}
     settings["NEARDUP_EXTRACTOR"] = "trafilatura"  # slow on the long page
     if workers:  # a page that takes longer than the budget is passed on unjudged
         settings["NEARDUP_PAGE_TIMEOUT"] = 0.3
@@ -143,7 +146,7 @@ def test_every_setting_rejects_a_wrong_value_naming_itself(tmp_path, setting, va
     from scrapy_neardup.crawl.settings import CrawlSettings
     from scrapy_neardup.exceptions import ConfigError
 
-    settings = Settings({"NEARDUP_DB": str(tmp_path / "i.db"), setting: value})
+    settings = Settings({"NEARDUP_INDEX": str(tmp_path / "i.db"), setting: value})
     try:
         DedupConfig.from_settings(settings)
         CrawlSettings.from_settings(settings, "spider")
@@ -153,7 +156,7 @@ def test_every_setting_rejects_a_wrong_value_naming_itself(tmp_path, setting, va
 
 
 def _foreign(path: Path, kind: str) -> None:
-    """Another program's file where NEARDUP_DB points."""
+    """Another program's file where NEARDUP_INDEX points."""
     if kind == "database":
         with sqlite3.connect(path) as con:
             con.execute("CREATE TABLE notes (text TEXT)")
@@ -177,7 +180,7 @@ def test_a_reset_refuses_a_file_that_is_no_index_in_one_line(tmp_path, site, kin
     _foreign(db, kind)
     (tmp_path / "their.db-wal").write_text("another program's file too")
     before = {p.name: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
-    settings = {**ADDON, "NEARDUP_DB": str(db), "NEARDUP_RESET": True}
+    settings = {**ADDON, "NEARDUP_INDEX": str(db), "NEARDUP_RESET": True}
     result = crawl(tmp_path, [site + "/"], settings, check=False)
     first = [line for line in result["stderr"].splitlines() if "scrapy-neardup cannot start" in line]
     assert first and str(db) in first[0] and "NEARDUP_RESET deletes an index only" in first[0], first
@@ -189,7 +192,7 @@ def test_a_reset_refuses_a_file_that_is_no_index_in_one_line(tmp_path, site, kin
 
 def test_a_reset_deletes_an_index_of_other_settings_with_its_wal(tmp_path, site):
     db = tmp_path / "index.db"
-    first = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_DB": str(db), "NEARDUP_SCOPE": "host"})
+    first = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_INDEX": str(db), "NEARDUP_SCOPE": "host"})
     held = sqlite3.connect(db, isolation_level=None)  # a change left in the -wal, as a kill leaves it
     held.execute("PRAGMA wal_autocheckpoint = 0")
     held.execute("UPDATE documents SET title = 'changed by hand'")
@@ -197,7 +200,7 @@ def test_a_reset_deletes_an_index_of_other_settings_with_its_wal(tmp_path, site)
     held.close()
     for name, data in left.items():
         (tmp_path / name).write_bytes(data)
-    again = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_DB": str(db), "NEARDUP_RESET": True})
+    again = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_INDEX": str(db), "NEARDUP_RESET": True})
     assert "is new (reset)" in again["stderr"]
     assert again["stats"]["neardup/dropped"] == first["stats"]["neardup/dropped"]
     with sqlite3.connect(db) as con:
@@ -210,7 +213,7 @@ def test_a_reset_deletes_an_index_of_other_settings_with_its_wal(tmp_path, site)
 def test_a_reset_of_an_empty_file_makes_it_the_index(tmp_path, site):
     db = tmp_path / "empty.db"
     db.touch()
-    result = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_DB": str(db), "NEARDUP_RESET": True})
+    result = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_INDEX": str(db), "NEARDUP_RESET": True})
     assert result["stats"]["neardup/dropped"] == len(expected("duplicate"))
 
 
@@ -221,8 +224,8 @@ from scrapy_neardup.config import DedupConfig
 from scrapy_neardup.crawl.settings import CrawlSettings
 from scrapy_neardup.index import open_index
 
-start, backend, redis_url = float(sys.argv[1]), sys.argv[2], sys.argv[3]
-settings = Settings({"NEARDUP_BACKEND": backend, "REDIS_URL": redis_url, "NEARDUP_REDIS_KEY": sys.argv[4]})
+start, location = float(sys.argv[1]), sys.argv[2]
+settings = Settings({"NEARDUP_INDEX": location})
 time.sleep(max(0.0, start - time.time()))  # all together, past their imports
 crawl = CrawlSettings.from_settings(settings, "site")
 index = open_index(crawl.index_spec, DedupConfig.from_settings(settings))
@@ -234,14 +237,15 @@ index.close()
 
 @pytest.mark.parametrize("backend", ["sqlite", "redis"])
 def test_crawls_started_at_once_in_one_project_folder_all_start(tmp_path, request, backend):
-    """Each crawl makes the project's .scrapy/neardup folder (also one whose index is in Redis)."""
+    """Each crawl makes the project's .scrapy/neardup folder, or opens the one Redis index."""
     redis_url = request.getfixturevalue("redis_url") if backend == "redis" else ""
     for round_ in range(6):
         project = tmp_path / f"project-{round_}"
         project.mkdir()
         (project / "scrapy.cfg").write_text("[settings]\ndefault = none\n")
         start = time.time() + 1.5
-        args = [str(start), backend, redis_url, f"test:{round_}:{time.time_ns()}"]
+        location = f"{redis_url}?prefix=test:{round_}:{time.time_ns()}" if redis_url else ""
+        args = [str(start), location]
         runs = [
             subprocess.Popen(
                 [sys.executable, "-c", _START_AT_ONCE, *args], cwd=project, stderr=subprocess.PIPE, text=True
@@ -250,14 +254,14 @@ def test_crawls_started_at_once_in_one_project_folder_all_start(tmp_path, reques
         ]
         errors = [run.communicate(timeout=120)[1] for run in runs]
         assert [run.returncode for run in runs] == [0] * 4, "\n".join(errors)[-3000:]
-        assert (project / ".scrapy" / "neardup").is_dir()
+        assert (project / ".scrapy" / "neardup").is_dir() == (backend == "sqlite")
 
 
 def test_a_bad_value_names_its_setting_once(tmp_path, site):
     result = crawl(
         tmp_path,
         [site + "/"],
-        {**ADDON, "NEARDUP_DB": str(tmp_path / "i.db"), "NEARDUP_ACTION": "delete"},
+        {**ADDON, "NEARDUP_INDEX": str(tmp_path / "i.db"), "NEARDUP_ACTION": "delete"},
         check=False,
     )
     first = [line for line in result["stderr"].splitlines() if "scrapy-neardup cannot start" in line]

@@ -28,8 +28,8 @@ def test_neardup_report_command_reads_the_project_settings(tmp_path):
     listed = scrapy("-h")
     assert "neardup-report" in listed.stdout
     out = tmp_path / "report.json"
-    # NEARDUP_DB comes from the settings (here overridden with -s, as a project would set it).
-    done = scrapy("neardup-report", "news", "-s", f"NEARDUP_DB={db}", "-o", str(out))
+    # NEARDUP_INDEX comes from the settings (here overridden with -s, as a project would set it).
+    done = scrapy("neardup-report", "news", "-s", f"NEARDUP_INDEX={db}", "-o", str(out))
     assert done.returncode == 0, done.stderr
     report = json.loads(out.read_text())
     assert report["duplicates"] >= 3 and report["clusters"]
@@ -39,7 +39,7 @@ def test_neardup_report_command_reads_the_project_settings(tmp_path):
 
 
 def test_neardup_report_command_names_a_missing_index(tmp_path):
-    done = scrapy("neardup-report", "news", "-s", f"NEARDUP_DB={tmp_path / 'nothing.sqlite'}")
+    done = scrapy("neardup-report", "news", "-s", f"NEARDUP_INDEX={tmp_path / 'nothing.sqlite'}")
     assert done.returncode == 2
     assert "nothing.sqlite" in done.stderr
 
@@ -47,7 +47,7 @@ def test_neardup_report_command_names_a_missing_index(tmp_path):
 def test_scrapy_crawl_with_a_bad_setting_fails_in_one_line(tmp_path):
     """`scrapy crawl` exits with status 1 and says why in one line, without a traceback after it."""
     done = scrapy(
-        "crawl", "news", "-a", "start_url=http://127.0.0.1:9/", "-s", f"NEARDUP_DB={tmp_path / 'i.db'}",
+        "crawl", "news", "-a", "start_url=http://127.0.0.1:9/", "-s", f"NEARDUP_INDEX={tmp_path / 'i.db'}",
         "-s", "NEARDUP_SPOTSIGS_THRESHOLD=7",
     )  # fmt: skip
     assert done.returncode == 1
@@ -69,7 +69,7 @@ def test_scrapy_crawl_on_a_locked_index_waits_then_fails_in_one_line(tmp_path):
     assert main(["scan", str(SITE / "articles"), "--db", str(db), "--workers", "0"]) == 0
     with lock_held(db):
         done = scrapy(
-            "crawl", "news", "-a", "start_url=http://127.0.0.1:9/", "-s", f"NEARDUP_DB={db}",
+            "crawl", "news", "-a", "start_url=http://127.0.0.1:9/", "-s", f"NEARDUP_INDEX={db}",
             "-s", "NEARDUP_LOCK_TIMEOUT=1",
         )  # fmt: skip
     _refused_in_one_line(done, db, "another process holds a lock on it")
@@ -82,9 +82,24 @@ def test_scrapy_crawl_on_a_read_only_index_fails_in_one_line(tmp_path, what):
     before = db.read_bytes()
     command = [sys.executable, "-m", "scrapy", "crawl", "news", "-a", "start_url=http://127.0.0.1:9/"]
     done = subprocess.run(
-        [*without_root_override(), *command, "-s", f"NEARDUP_DB={db}"],
+        [*without_root_override(), *command, "-s", f"NEARDUP_INDEX={db}"],
         cwd=PROJECT, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     folder.chmod(0o755)
     _refused_in_one_line(done, db, "make the file and its folder writable")
     assert db.read_bytes() == before
+
+
+def test_neardup_report_command_reports_a_redis_index(tmp_path, redis_url):
+    """The project's NEARDUP_INDEX may name a Redis index: the command reports it as the crawl wrote it."""
+    import uuid
+
+    where = f"{redis_url}?prefix=report:{uuid.uuid4().hex}"
+    assert main(["scan", str(SITE), "--index", where, "--workers", "0"]) == 0
+    out = tmp_path / "report.json"
+    done = scrapy("neardup-report", "news", "-s", f"NEARDUP_INDEX={where}", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    assert report["duplicates"] >= 3 and report["clusters"]
+    assert main(["report", "--index", where, "-o", str(tmp_path / "same.json")]) == 0
+    assert json.loads((tmp_path / "same.json").read_text())["clusters"] == report["clusters"]

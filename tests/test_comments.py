@@ -80,7 +80,7 @@ def test_comment_views_are_stored_only_with_comments_on(tmp_path, aeb_pages, aeb
     stored = {}
     with serve(site) as base:
         for comments in (False, True):
-            settings = {**ADDON, "NEARDUP_DB": str(tmp_path / "news.sqlite"), "NEARDUP_COMMENTS": comments}
+            settings = {**ADDON, "NEARDUP_INDEX": str(tmp_path / "news.sqlite"), "NEARDUP_COMMENTS": comments}
             result = crawl(tmp_path, [base + "/index.html"], settings, item_pattern=r"/(news|comments)/")
             stored[comments] = {path_of(item["url"]) for item in result["items"]}
             revisits = result["stats"].get("neardup/revisits", 0)

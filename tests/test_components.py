@@ -32,7 +32,7 @@ class NewsSpider(Spider):
 
 
 def make_crawler(tmp_path, **settings):
-    settings = {"NEARDUP_ENABLED": True, "NEARDUP_DB": str(tmp_path / "i.sqlite"), **settings}
+    settings = {"NEARDUP_ENABLED": True, "NEARDUP_INDEX": str(tmp_path / "i.sqlite"), **settings}
     crawler = get_crawler(NewsSpider, settings)
     crawler.spider = crawler._create_spider()
     return crawler
@@ -231,7 +231,7 @@ def test_a_disabled_add_on_builds_no_component(tmp_path):
 
 def test_only_sure_duplicates_are_dropped(tmp_path):
     from scrapy_neardup.crawl.policy import Action, Outcome, Policy
-    from scrapy_neardup.index import Verdict
+    from scrapy_neardup.verdict import Verdict
 
     def verdict(method: str, similarity: float, weak: bool = False) -> Verdict:
         return Verdict("http://b/", 2, True, duplicate_of=1, similarity=similarity, method=method, weak=weak)
@@ -259,7 +259,7 @@ def test_a_third_backend_is_one_module_and_one_registry_line(tmp_path, monkeypat
 
     monkeypatch.setitem(index_module.BACKENDS, "toy", "toy_index:ToyIndex")
     path, report = tmp_path / "toy.pickle", tmp_path / "report.json"
-    settings = {"NEARDUP_BACKEND": "toy", "NEARDUP_DB": str(path), "NEARDUP_REPORT": str(report)}
+    settings = {"NEARDUP_INDEX": f"toy:{path}", "NEARDUP_REPORT": str(report)}
     crawler = make_crawler(tmp_path, ITEM_PIPELINES={NearDupPipeline: 200}, **settings)
     middleware = NearDupDownloaderMiddleware.from_crawler(crawler)
     verdicts = []
@@ -278,7 +278,9 @@ def test_a_third_backend_is_one_module_and_one_registry_line(tmp_path, monkeypat
     with pytest.raises(Exception, match="is not a toy index"):
         CrawlSession.for_crawler(
             make_crawler(
-                tmp_path, NEARDUP_BACKEND="toy", NEARDUP_DB=str(tmp_path / "other.pickle"), NEARDUP_RESET=True
+                tmp_path,
+                NEARDUP_INDEX=f"toy:{tmp_path / 'other.pickle'}",
+                NEARDUP_RESET=True,
             )
         )
 

@@ -25,7 +25,7 @@ from scrapy_neardup.workers import AUTO_WORKERS_AFTER, WorkerPool, main_script_g
 
 def test_drop_mode_drops_the_items_of_duplicates_and_follows_their_links(tmp_path, site):
     db, report = tmp_path / "drop.sqlite", tmp_path / "out" / "report.html"
-    result = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_DB": str(db), "NEARDUP_REPORT": str(report)})
+    result = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_INDEX": str(db), "NEARDUP_REPORT": str(report)})
     stats_match_truth(result["stats"])
     assert result["stats"]["neardup/report"] == str(report) and "<svg" in report.read_text()
     page = report.read_text()
@@ -57,7 +57,7 @@ def test_drop_mode_drops_the_items_of_duplicates_and_follows_their_links(tmp_pat
 
 
 def test_ignore_mode_ignores_duplicate_responses_before_the_spider(tmp_path, site):
-    settings = {**ADDON, "NEARDUP_ACTION": "ignore", "NEARDUP_DB": str(tmp_path / "ignore.sqlite")}
+    settings = {**ADDON, "NEARDUP_ACTION": "ignore", "NEARDUP_INDEX": str(tmp_path / "ignore.sqlite")}
     result = crawl(tmp_path, [site + "/"], settings)
     stats_match_truth(result["stats"])
     assert result["stats"]["neardup/ignored"] == 5 and "neardup/dropped" not in result["stats"]
@@ -72,7 +72,7 @@ def test_ignore_mode_ignores_duplicate_responses_before_the_spider(tmp_path, sit
 def test_tag_mode_lets_everything_through_with_the_verdict(tmp_path, site):
     report = tmp_path / "tag.html"
     settings = {**ADDON, "NEARDUP_ACTION": "tag", "NEARDUP_REPORT": str(report)}
-    settings["NEARDUP_DB"] = str(tmp_path / "tag.sqlite")
+    settings["NEARDUP_INDEX"] = str(tmp_path / "tag.sqlite")
     result = crawl(tmp_path, [site + "/"], settings)
     assert '<div class="l">share tagged</div>' in report.read_text()
     stats_match_truth(result["stats"])
@@ -96,7 +96,7 @@ def test_pipeline_alone_drops_duplicate_items(tmp_path, site):
     settings = {
         "NEARDUP_ENABLED": True,
         "ITEM_PIPELINES": {"scrapy_neardup.NearDupPipeline": 200},
-        "NEARDUP_DB": str(tmp_path / "items.sqlite"),
+        "NEARDUP_INDEX": str(tmp_path / "items.sqlite"),
     }
     result = crawl(tmp_path, [site + "/"], settings)
     parsed = {path_of(u) for u in result["parsed"]}
@@ -114,9 +114,9 @@ def test_addon_equals_manual_wiring(tmp_path, site):
         "DOWNLOADER_MIDDLEWARES": {"scrapy_neardup.NearDupDownloaderMiddleware": 570},
         "SPIDER_MIDDLEWARES": {"scrapy_neardup.NearDupSpiderMiddleware": 50},
         "ITEM_PIPELINES": {"scrapy_neardup.NearDupPipeline": 200},
-        "NEARDUP_DB": str(tmp_path / "manual.sqlite"),
+        "NEARDUP_INDEX": str(tmp_path / "manual.sqlite"),
     }
-    by_addon = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_DB": str(tmp_path / "addon.sqlite")})
+    by_addon = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_INDEX": str(tmp_path / "addon.sqlite")})
     by_hand = crawl(tmp_path, [site + "/"], manual)
     keys = [k for k in by_addon["stats"] if k.startswith("neardup/") and k != "neardup/report"]
     assert {k: by_addon["stats"][k] for k in keys} == {k: by_hand["stats"].get(k) for k in keys}
@@ -124,7 +124,7 @@ def test_addon_equals_manual_wiring(tmp_path, site):
 
 
 def test_addon_respects_neardup_enabled_false(tmp_path, site):
-    settings = {**ADDON, "NEARDUP_ENABLED": False, "NEARDUP_DB": str(tmp_path / "off.sqlite")}
+    settings = {**ADDON, "NEARDUP_ENABLED": False, "NEARDUP_INDEX": str(tmp_path / "off.sqlite")}
     result = crawl(tmp_path, [site + "/"], settings)
     assert not any(k.startswith("neardup/") for k in result["stats"])
     assert not (tmp_path / "off.sqlite").exists()
@@ -132,7 +132,7 @@ def test_addon_respects_neardup_enabled_false(tmp_path, site):
 
 def test_neardup_skip_meta_bypasses_the_check(tmp_path, site):
     db = tmp_path / "skip.sqlite"
-    result = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_DB": str(db)}, skip_pattern="/mirror/")
+    result = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_INDEX": str(db)}, skip_pattern="/mirror/")
     assert "/mirror/footbridge.html" in {path_of(u) for u in result["parsed"]}
     assert result["stats"]["neardup/skipped/opted_out"] == 1
     assert result["stats"]["neardup/duplicates/exact"] == 1  # the tracking-parameter copy only
@@ -147,16 +147,20 @@ def test_non_html_responses_pass_untouched(tmp_path, site):
     assert sorted(map(path_of, result["parsed"])) == ["/files/data.json", "/files/report.pdf"]
     assert result["stats"]["neardup/skipped/not_html"] == 2
     assert "neardup/checked" not in result["stats"]
-    # Without NEARDUP_DB or JOBDIR the index is the project's data folder, one file per spider.
+    # Without NEARDUP_INDEX or JOBDIR the index is the project's data folder, one file per spider.
     assert (tmp_path / ".scrapy" / "neardup" / "site.sqlite").exists()
 
 
 def test_workers_give_the_same_verdicts_as_inline(tmp_path, site):
     inline = crawl(
-        tmp_path, [site + "/"], {**ADDON, "NEARDUP_DB": str(tmp_path / "inline.sqlite"), "NEARDUP_WORKERS": 0}
+        tmp_path,
+        [site + "/"],
+        {**ADDON, "NEARDUP_INDEX": str(tmp_path / "inline.sqlite"), "NEARDUP_WORKERS": 0},
     )
     pooled = crawl(
-        tmp_path, [site + "/"], {**ADDON, "NEARDUP_DB": str(tmp_path / "pool.sqlite"), "NEARDUP_WORKERS": 2}
+        tmp_path,
+        [site + "/"],
+        {**ADDON, "NEARDUP_INDEX": str(tmp_path / "pool.sqlite"), "NEARDUP_WORKERS": 2},
     )
 
     def verdicts(db: Path) -> set[tuple]:
@@ -309,7 +313,7 @@ class SiteSpider(scrapy.Spider):
 
 # As in Scrapy's "run Scrapy from a script": the crawl at the top level, no __main__ guard.
 process = CrawlerProcess({{
-    "ADDONS": {{"scrapy_neardup.NearDupAddon": 0}}, "NEARDUP_DB": {db!r}, "NEARDUP_WORKERS_AFTER": 0,
+    "ADDONS": {{"scrapy_neardup.NearDupAddon": 0}}, "NEARDUP_INDEX": {db!r}, "NEARDUP_WORKERS_AFTER": 0,
     "FEEDS": {{{feed!r}: {{"format": "jsonlines"}}}}, "LOG_LEVEL": "INFO",
 }})
 process.crawl(SiteSpider)
@@ -368,7 +372,7 @@ def test_two_crawls_sharing_one_index(tmp_path, site):
     for n in range(2):
         config = tmp_path / f"shared-{n}.json"
         # Tag mode, so both crawls walk the whole site even when the other got there first.
-        settings = {**ADDON, "NEARDUP_DB": str(db), "CONCURRENT_REQUESTS": 8, "NEARDUP_ACTION": "tag"}
+        settings = {**ADDON, "NEARDUP_INDEX": str(db), "CONCURRENT_REQUESTS": 8, "NEARDUP_ACTION": "tag"}
         config.write_text(
             json.dumps(
                 {"start_urls": [site + "/"], "settings": settings, "out": str(tmp_path / f"out-{n}.json")}
@@ -402,7 +406,8 @@ def test_two_crawls_sharing_one_index(tmp_path, site):
         ("NEARDUP_ACTION", "explode", "NEARDUP_ACTION"),
         ("NEARDUP_SPOTSIGS_THRESHOLD", "1.5", "NEARDUP_SPOTSIGS_THRESHOLD"),
         ("NEARDUP_WORKERS", "many", "NEARDUP_WORKERS"),
-        ("NEARDUP_BACKEND", "mongodb", "NEARDUP_BACKEND"),
+        ("NEARDUP_INDEX", "postgresql://u@h/db", "NEARDUP_INDEX"),
+        ("NEARDUP_BACKEND", "redis", "NEARDUP_BACKEND"),
         ("NEARDUP_METHODS", "exact,telepathy", "NEARDUP_METHODS"),
     ],
 )
@@ -416,12 +421,12 @@ def test_bad_settings_stop_the_crawl_at_start(tmp_path, site, setting, value, ne
 def test_corrupt_or_unwritable_index_fails_at_start(tmp_path, site):
     bad = tmp_path / "corrupt.sqlite"
     bad.write_bytes(b"this is not a database" * 100)
-    result = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_DB": str(bad)}, check=False)
+    result = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_INDEX": str(bad)}, check=False)
     assert result["returncode"] != 0 and str(bad) in result["stderr"]
     blocked = tmp_path / "file-not-folder"
     blocked.write_text("x")
     result = crawl(
-        tmp_path, [site + "/"], {**ADDON, "NEARDUP_DB": str(blocked / "index.sqlite")}, check=False
+        tmp_path, [site + "/"], {**ADDON, "NEARDUP_INDEX": str(blocked / "index.sqlite")}, check=False
     )
     assert result["returncode"] != 0 and "index.sqlite" in result["stderr"]
 
@@ -435,7 +440,9 @@ def test_a_failing_index_passes_pages_on_unjudged(tmp_path):
 
     from scrapy_neardup.crawl.middleware import NearDupDownloaderMiddleware
 
-    crawler = get_crawler(settings_dict={"NEARDUP_ENABLED": True, "NEARDUP_DB": str(tmp_path / "i.sqlite")})
+    crawler = get_crawler(
+        settings_dict={"NEARDUP_ENABLED": True, "NEARDUP_INDEX": str(tmp_path / "i.sqlite")}
+    )
     middleware = NearDupDownloaderMiddleware.from_crawler(crawler)
 
     def broken(*args, **kwargs):

@@ -36,7 +36,7 @@ def fresh_items(site, tmp_path_factory) -> dict[str, list[str]]:
         extra = {"NEARDUP_METHODS": methods} if methods else {}
         settings = {
             **ADDON,
-            "NEARDUP_DB": str(folder / f"{len(found)}.sqlite"),
+            "NEARDUP_INDEX": str(folder / f"{len(found)}.sqlite"),
             "NEARDUP_WORKERS": 0,
             **extra,
         }
@@ -67,14 +67,14 @@ def test_a_hostile_index_runs_nothing_stops_nothing_and_costs_no_page(
         build(index, config, aeb_bodies(aeb_dir, 20))
         index.close()
         assert fuzz_redis(redis.Redis.from_url(url), prefix, seed, ran) > 20
-        settings = {"NEARDUP_BACKEND": "redis", "NEARDUP_REDIS_URL": url, "NEARDUP_REDIS_KEY": prefix}
-        where = ["--redis", url, "--redis-key", prefix]
+        settings = {"NEARDUP_INDEX": f"{url}?prefix={prefix}"}
+        where = ["--index", f"{url}?prefix={prefix}"]
     else:
         db = tmp_path / "index.sqlite"
         with SQLiteIndex(db, config) as index:
             build(index, config, aeb_bodies(aeb_dir, 20))
         assert fuzz_sqlite(db, seed, ran) > 20
-        settings, where = {"NEARDUP_DB": str(db)}, ["--db", str(db)]
+        settings, where = {"NEARDUP_INDEX": str(db)}, ["--db", str(db)]
 
     result = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_WORKERS": 0, **settings, **extra}, check=False)
     _checked(subprocess.CompletedProcess([], result["returncode"], "", result["stderr"]), "crawl")
@@ -84,7 +84,7 @@ def test_a_hostile_index_runs_nothing_stops_nothing_and_costs_no_page(
     method_flags = ["--methods", methods] if methods else []
     _checked(_cli("scan", str(SITE / "articles"), *where, "--workers", "0", *method_flags), "scan")
     if backend == "redis":
-        _checked(_cli("export", *where, "--db", str(tmp_path / "exported.sqlite")), "export")
+        _checked(_cli("export", *where, "-o", str(tmp_path / "exported.sqlite")), "export")
     assert not ran.exists()
 
 
@@ -98,7 +98,7 @@ def test_a_damaged_meta_is_refused_in_one_line(seed, aeb_dir, site, tmp_path):
         db, seed, tmp_path / "ran", share=1.0, keep=(*tables, "url_rules", "url_skips", "url_skip_rules")
     )
     result = crawl(
-        tmp_path, [site + "/"], {**ADDON, "NEARDUP_DB": str(db), "NEARDUP_WORKERS": 0}, check=False
+        tmp_path, [site + "/"], {**ADDON, "NEARDUP_INDEX": str(db), "NEARDUP_WORKERS": 0}, check=False
     )
     assert "Traceback" not in result["stderr"]
     said = [line for line in result["stderr"].splitlines() if "CRITICAL" in line]

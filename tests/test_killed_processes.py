@@ -68,7 +68,7 @@ def test_a_killed_crawl_leaves_no_worker_nor_resource_tracker(tmp_path):
     slow_pages(tmp_path / "site")
     with serve(tmp_path / "site") as url:
         settings = {
-            "NEARDUP_DB": tmp_path / "i.db", "NEARDUP_REPORT": tmp_path / "r.html", "NEARDUP_WORKERS": 2,
+            "NEARDUP_INDEX": tmp_path / "i.db", "NEARDUP_REPORT": tmp_path / "r.html", "NEARDUP_WORKERS": 2,
             "NEARDUP_WORKERS_AFTER": 0, "STATS_FILE": tmp_path / "stats.json", "FEEDS": "{}",
             "NEARDUP_EXTRACTOR": "trafilatura",  # slow on the long pages: the workers are busy
             "ROBOTSTXT_OBEY": False,

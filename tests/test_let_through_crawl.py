@@ -24,12 +24,10 @@ def test_a_weak_match_let_through_has_its_copies_dropped(tmp_path, backend, requ
     if backend == "redis":
         redis_url = request.getfixturevalue("redis_url")
         index = {
-            "NEARDUP_BACKEND": "redis",
-            "NEARDUP_REDIS_URL": redis_url,
-            "NEARDUP_REDIS_KEY": uuid.uuid4().hex,
+            "NEARDUP_INDEX": f"{redis_url}?prefix={uuid.uuid4().hex}",
         }
     else:
-        index = {"NEARDUP_DB": str(tmp_path / "news.sqlite")}
+        index = {"NEARDUP_INDEX": str(tmp_path / "news.sqlite")}
     with serve(site) as base:
         alias = base.replace("127.0.0.1", "localhost")  # the same server under a second host name
         starts = [base + "/index.html", alias + story, alias + story + "?utm_campaign=spring"]

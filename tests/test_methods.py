@@ -121,7 +121,7 @@ def test_a_method_a_project_registers_decides_in_the_worker_processes(tmp_path):
         '<html><body><a href="a.html">a</a> <a href="b.html">b</a></body></html>'
     )
     settings = {
-        **ADDON, "NEARDUP_DB": str(tmp_path / "plugin.sqlite"), "NEARDUP_METHOD_MODULES": "plugin_methods",
+        **ADDON, "NEARDUP_INDEX": str(tmp_path / "plugin.sqlite"), "NEARDUP_METHOD_MODULES": "plugin_methods",
         "NEARDUP_METHODS": "opening,exact", "NEARDUP_WORKERS": 2, "NEARDUP_WORKERS_AFTER": 0,
         "CONCURRENT_REQUESTS": 1, "NEARDUP_ACTION": "tag",
     }  # fmt: skip

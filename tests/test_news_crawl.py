@@ -31,7 +31,7 @@ def test_the_addon_line_stores_every_story_once(tmp_path, concurrency, seed):
     site = tmp_path / "site"
     holds = build(site, seed)
     stories = {what for what in holds.values() if what.startswith("story:")}
-    settings = {**ADDON, "NEARDUP_DB": str(tmp_path / "news.sqlite"), "CONCURRENT_REQUESTS": concurrency}
+    settings = {**ADDON, "NEARDUP_INDEX": str(tmp_path / "news.sqlite"), "CONCURRENT_REQUESTS": concurrency}
     with serve(site) as base:
         result = crawl(tmp_path, [base + "/index.html"], settings, item_pattern=ARTICLES)
     assert stored_stories(result, holds) == collections.Counter(stories)
@@ -49,7 +49,7 @@ def test_ignoring_duplicate_responses_loses_a_story_only_a_twin_links_to(tmp_pat
     the second listing of a pair links to is never fetched."""
     site = tmp_path / "site"
     holds = build(site, 0)
-    settings = {**ADDON, "NEARDUP_DB": str(tmp_path / "news.sqlite"), "NEARDUP_ACTION": "ignore"}
+    settings = {**ADDON, "NEARDUP_INDEX": str(tmp_path / "news.sqlite"), "NEARDUP_ACTION": "ignore"}
     with serve(site) as base:
         result = crawl(tmp_path, [base + "/index.html"], settings, item_pattern=ARTICLES)
     stored = stored_stories(result, holds)
@@ -74,7 +74,7 @@ def test_compare_states_the_crawls_decision_on_every_duplicate(tmp_path, capsys,
     the crawl called it sure, uncertain otherwise."""
     site = tmp_path / "site"
     build(site, 0)
-    settings = {**ADDON, "NEARDUP_DB": str(tmp_path / "news.sqlite"), "CONCURRENT_REQUESTS": 1}
+    settings = {**ADDON, "NEARDUP_INDEX": str(tmp_path / "news.sqlite"), "CONCURRENT_REQUESTS": 1}
     settings.update({"NEARDUP_DROP_ABOVE": float(bar)} if bar else {})
     with serve(site) as base:
         result = crawl(tmp_path, [base + "/index.html"], settings, item_pattern=ARTICLES)

@@ -135,7 +135,7 @@ def _site(root: Path, names: list[str]) -> None:
 
 def test_a_crawl_skips_200000_nested_divs_and_stores_the_good_page(tmp_path):
     _site(tmp_path / "site", ["deep_divs"])
-    settings = {**ADDON, "NEARDUP_DB": str(tmp_path / "p.db")}  # the default extractor and workers
+    settings = {**ADDON, "NEARDUP_INDEX": str(tmp_path / "p.db")}  # the default extractor and workers
     start = time.monotonic()
     with serve(tmp_path / "site") as url:
         result = crawl(tmp_path, [url + "/"], settings)
@@ -155,7 +155,7 @@ def test_sigterm_stops_a_crawl_judging_the_pages_inline(tmp_path):
     _site(tmp_path / "site", names)
     log = tmp_path / "crawl.log"
     with serve(tmp_path / "site") as url:
-        settings = {**ADDON, "NEARDUP_DB": str(tmp_path / "p.db"), "NEARDUP_WORKERS": 0}
+        settings = {**ADDON, "NEARDUP_INDEX": str(tmp_path / "p.db"), "NEARDUP_WORKERS": 0}
         config = tmp_path / "config.json"
         config.write_text(
             json.dumps({"start_urls": [url + "/"], "settings": settings, "out": str(tmp_path / "r")})

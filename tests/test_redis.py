@@ -73,11 +73,11 @@ def test_four_processes_admit_each_group_once(redis_url):
         index.remove()
 
 
-REDIS = {**ADDON, "NEARDUP_BACKEND": "redis"}
+REDIS = ADDON
 
 
 def test_a_crawl_dedups_through_redis_and_a_rerun_is_a_revisit(tmp_path, site, redis_url):
-    settings = {**REDIS, "NEARDUP_REDIS_URL": redis_url, "NEARDUP_REDIS_KEY": f"crawl:{uuid.uuid4().hex}"}
+    settings = {**REDIS, "NEARDUP_INDEX": f"{redis_url}?prefix=crawl:{uuid.uuid4().hex}"}
     report = tmp_path / "report.html"
     first = crawl(tmp_path, [site + "/"], {**settings, "NEARDUP_REPORT": str(report)})
     stats_match_truth(first["stats"])
@@ -94,7 +94,7 @@ def test_a_reset_deletes_an_index_of_other_settings_and_refuses_keys_not_its_own
     import redis as redis_client
 
     key = f"reset:{uuid.uuid4().hex}"
-    settings = {**REDIS, "NEARDUP_REDIS_URL": redis_url, "NEARDUP_REDIS_KEY": key}
+    settings = {**REDIS, "NEARDUP_INDEX": f"{redis_url}?prefix={key}"}
     crawl(tmp_path, [site + "/"], {**settings, "NEARDUP_SCOPE": "host"})
     again = crawl(tmp_path, [site + "/"], {**settings, "NEARDUP_RESET": True})
     assert "is new (reset)" in again["stderr"] and "neardup/revisits" not in again["stats"]
@@ -109,17 +109,16 @@ def test_a_reset_deletes_an_index_of_other_settings_and_refuses_keys_not_its_own
     r.delete(f"{key}:ids")
 
 
-def test_redis_url_falls_back_to_scrapy_redis_setting_and_unreachable_fails_at_start(
-    tmp_path, site, redis_url
-):
-    key = f"fallback:{uuid.uuid4().hex}"
-    result = crawl(tmp_path, [site + "/"], {**REDIS, "REDIS_URL": redis_url, "NEARDUP_REDIS_KEY": key})
+def test_the_prefix_defaults_to_the_spider_s_and_unreachable_fails_at_start(tmp_path, site, redis_url):
+    RedisIndex.reset_keys(redis_url, "site:neardup")  # the spider's prefix, used by no other test
+    result = crawl(tmp_path, [site + "/"], {**REDIS, "NEARDUP_INDEX": redis_url})
     stats_match_truth(result["stats"])
+    RedisIndex.open_existing(redis_url, "site:neardup").remove()
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]  # nothing listens there
     failed = crawl(
-        tmp_path, [site + "/"], {**REDIS, "NEARDUP_REDIS_URL": f"redis://127.0.0.1:{port}/0"}, check=False
+        tmp_path, [site + "/"], {**REDIS, "NEARDUP_INDEX": f"redis://127.0.0.1:{port}/0"}, check=False
     )
     assert failed["returncode"] != 0
     assert f"scrapy-neardup cannot start: index redis://127.0.0.1:{port}/0" in failed["stderr"]
@@ -131,7 +130,7 @@ def test_two_crawlers_sharing_the_queue_store_one_page_a_group(tmp_path, site, r
     pytest.importorskip("scrapy_redis")
     key = uuid.uuid4().hex
     settings = {
-        **REDIS, "NEARDUP_REDIS_KEY": f"{key}:neardup", "REDIS_URL": redis_url,
+        **REDIS, "NEARDUP_INDEX": f"{redis_url}?prefix={key}:neardup", "REDIS_URL": redis_url,
         "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
         "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
         "SCHEDULER_QUEUE_KEY": f"{key}:requests", "SCHEDULER_DUPEFILTER_KEY": f"{key}:dupefilter",
@@ -182,7 +181,7 @@ def test_redis_lost_mid_crawl_passes_pages_and_the_index_stays_whole(tmp_path, s
     redis_process = subprocess.Popen(start, stdout=subprocess.DEVNULL)
     url = f"redis://127.0.0.1:{port}/0"
     _wait_for(port)
-    settings = {**REDIS, "NEARDUP_REDIS_URL": url, "DOWNLOAD_DELAY": 1.0, "CONCURRENT_REQUESTS": 1}
+    settings = {**REDIS, "NEARDUP_INDEX": url, "DOWNLOAD_DELAY": 1.0, "CONCURRENT_REQUESTS": 1}
     outcome = {}
     crawler = threading.Thread(
         target=lambda: outcome.update(crawl(tmp_path, [site + "/"], settings, check=False))
@@ -225,8 +224,8 @@ def _wait_for(port: int) -> None:
 
 
 def test_scan_report_and_export_work_from_redis(tmp_path, capsys, aeb_pages, redis_url):
-    """``--redis URL --redis-key KEY`` for scan and report; ``export`` copies the index into a file
-    whose report is the same."""
+    """``--index redis://...?prefix=KEY`` for scan and report; ``export`` copies the index into a
+    file whose report is the same."""
     from scrapy_neardup.cli import main
 
     folder = tmp_path / "pages"
@@ -236,7 +235,8 @@ def test_scan_report_and_export_work_from_redis(tmp_path, capsys, aeb_pages, red
         if i % 2 == 0:
             (folder / f"{i}-copy.html").write_bytes(body.replace(b"<body", b"<body data-copy='1'", 1))
     key = f"scan:{uuid.uuid4().hex}"
-    assert main(["scan", str(folder), "--redis", redis_url, "--redis-key", key, "--workers", "0"]) == 0
+    where = f"{redis_url}?prefix={key}"
+    assert main(["scan", str(folder), "--index", where, "--workers", "0"]) == 0
     assert "3 duplicates" in capsys.readouterr().out
     assert main(["scan", str(folder), "--db", str(tmp_path / "local.db"), "--workers", "0"]) == 0
     capsys.readouterr()
@@ -246,16 +246,20 @@ def test_scan_report_and_export_work_from_redis(tmp_path, capsys, aeb_pages, red
         found = json.loads(capsys.readouterr().out)["clusters"]
         return [[(m["url"], m.get("method")) for m in c["members"]] for c in found]
 
-    from_redis = clusters("--redis", redis_url, "--redis-key", key)
+    from_redis = clusters("--index", where)
     assert len(from_redis) == 3 and from_redis == clusters("--db", str(tmp_path / "local.db"))
     exported = tmp_path / "exported.db"
-    assert main(["export", "--redis", redis_url, "--redis-key", key, "--db", str(exported)]) == 0
+    assert main(["export", "--index", where, "-o", str(exported)]) == 0
     assert clusters("--db", str(exported)) == from_redis
     with sqlite_detector(exported) as detector:  # a working index: its pages are findable
         copy = (folder / "1.html").read_bytes().replace(b"<body", b"<body data-copy='2'", 1)
         assert detector.check("http://elsewhere.example/1", copy).duplicate
-    assert main(["report", "--redis", redis_url, "--format", "json"]) == 2
-    assert "--redis needs --redis-key" in capsys.readouterr().err
+    out = tmp_path / "from-redis.html"
+    assert main(["report", "--index", where, "-o", str(out)]) == 0 and "<html" in out.read_text()
+    assert main(["report", "--index", redis_url, "--format", "json"]) == 2
+    assert "names no key prefix" in capsys.readouterr().err
+    assert main(["export", "--index", str(exported), "-o", str(tmp_path / "again.db")]) == 2
+    assert "is no Redis index" in capsys.readouterr().err
     RedisIndex.open_existing(redis_url, key).remove()
 
 
@@ -281,17 +285,17 @@ def test_reset_removes_the_index_own_keys_only_and_prefixes_are_checked(redis_ur
         with pytest.raises(IndexFileError, match="cannot prefix"):
             RedisIndex(redis_url, CONFIG, bad)
     r.set(f"{base}:taken:ids", "not ours")
-    with pytest.raises(IndexFileError, match="choose another NEARDUP_REDIS_KEY"):
+    with pytest.raises(IndexFileError, match="choose another"):
         RedisIndex(redis_url, CONFIG, f"{base}:taken")
     from scrapy.settings import Settings
 
     from scrapy_neardup.crawl.settings import CrawlSettings
 
-    with pytest.raises(ConfigError, match="NEARDUP_REDIS_KEY"):
-        CrawlSettings.from_settings(Settings({"NEARDUP_REDIS_KEY": "*"}), "news")
+    with pytest.raises(ConfigError, match=r"NEARDUP_INDEX.*cannot prefix"):
+        CrawlSettings.from_settings(Settings({"NEARDUP_INDEX": "redis://h/0?prefix=*"}), "news")
     for command in (
-        ["report", "--redis", "http://x", "--redis-key", "k"],
-        ["export", "--redis", "redis://h:x/0", "--redis-key", "k", "--db", "o.db"],
+        ["report", "--index", "redis://h:x/0?prefix=k"],
+        ["export", "--index", "redis://h:x/0?prefix=k", "-o", "o.db"],
     ):
         assert main(command) == 2
         assert "is not a Redis URL" in capsys.readouterr().err

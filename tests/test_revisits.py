@@ -25,7 +25,7 @@ def pipeline_only(tmp_path: Path) -> dict:
     return {
         "NEARDUP_ENABLED": True,
         "ITEM_PIPELINES": {"scrapy_neardup.NearDupPipeline": 200},
-        "NEARDUP_DB": str(tmp_path / "items.sqlite"),
+        "NEARDUP_INDEX": str(tmp_path / "items.sqlite"),
     }
 
 
@@ -60,7 +60,7 @@ def item_paths(items: list[dict]) -> list[str]:
 
 def test_rerun_of_a_finished_crawl_gives_every_page_again(tmp_path, site):
     db = tmp_path / "rerun.sqlite"
-    settings = {**ADDON, "NEARDUP_DB": str(db), "NEARDUP_REPORT": str(tmp_path / "report.json")}
+    settings = {**ADDON, "NEARDUP_INDEX": str(db), "NEARDUP_REPORT": str(tmp_path / "report.json")}
     first = crawl(tmp_path, [site + "/"], settings)
     second = crawl(tmp_path, [site + "/"], settings)
     assert item_paths(second["items"]) == item_paths(first["items"])
@@ -81,7 +81,7 @@ def test_rerun_of_a_finished_crawl_gives_every_page_again(tmp_path, site):
 
 def test_reset_starts_on_an_empty_index(tmp_path, site):
     db = tmp_path / "reset.sqlite"
-    settings = {**ADDON, "NEARDUP_DB": str(db)}
+    settings = {**ADDON, "NEARDUP_INDEX": str(db)}
     first = crawl(tmp_path, [site + "/"], settings)
     by_setting = crawl(tmp_path, [site + "/"], {**settings, "NEARDUP_RESET": True})
     by_argument = crawl(tmp_path, [site + "/"], settings, spider_args={"neardup_reset": "1"})
@@ -95,10 +95,10 @@ def test_reset_starts_on_an_empty_index(tmp_path, site):
 
 def test_drop_unchanged_drops_the_items_of_unchanged_revisits_only(tmp_path, site):
     db = tmp_path / "incremental.sqlite"
-    crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_DB": str(db)})
+    crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_INDEX": str(db)})
     with sqlite3.connect(db) as con:  # the heron article changed since the last crawl
         con.execute("UPDATE documents SET exact = NULL, spots = NULL WHERE url LIKE '%/articles/heron.html'")
-    again = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_DB": str(db), "NEARDUP_DROP_UNCHANGED": True})
+    again = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_INDEX": str(db), "NEARDUP_DROP_UNCHANGED": True})
     # Unchanged pages still reach the spider (their links are followed); only their items go.
     assert expected("unique") <= {path_of(u) for u in again["parsed"]}
     # The pages not judged (empty, too short) pass too: when in doubt, a page goes through.
@@ -119,7 +119,7 @@ def test_kills_at_several_points_then_resume_lose_no_page(tmp_path, site):
     slow = {
         **ADDON,
         "JOBDIR": str(jobdir),
-        "NEARDUP_DB": str(db),
+        "NEARDUP_INDEX": str(db),
         "DOWNLOAD_DELAY": 0.2,
         "CONCURRENT_REQUESTS": 1,
     }
@@ -145,7 +145,7 @@ def test_kills_at_several_points_then_resume_lose_no_page(tmp_path, site):
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
         assert _documents(db) >= seen, "the slow crawl did not get going"
-    settings = {**ADDON, "JOBDIR": str(jobdir), "NEARDUP_DB": str(db)}
+    settings = {**ADDON, "JOBDIR": str(jobdir), "NEARDUP_INDEX": str(db)}
     feeds.append(tmp_path / "feed-resumed.jsonl")
     resumed = run_crawl(tmp_path, [site + "/"], settings, tmp_path / "resumed.json", feeds[-1])
     feeds.append(tmp_path / "feed-rerun.jsonl")
@@ -196,11 +196,11 @@ def test_a_copy_of_a_page_an_interrupted_crawl_admitted_passes_once(tmp_path, si
     """The first copy of a page admitted by a crawl that never closed passes (its original's item
     may be lost); the next copy is dropped as a duplicate of the first."""
     db = tmp_path / "interrupted.sqlite"
-    crawl(tmp_path, [site + "/articles/library.html"], {**ADDON, "NEARDUP_DB": str(db)})
+    crawl(tmp_path, [site + "/articles/library.html"], {**ADDON, "NEARDUP_INDEX": str(db)})
     with sqlite3.connect(db) as con:  # as a SIGKILL leaves it: the run never ended, its process is gone
         con.execute("UPDATE runs SET ended_at = NULL, pid = 999999999")
     copies = [site + "/print/library.html", site + "/articles/library.html?copy=2"]
-    resumed = crawl(tmp_path, copies, {**ADDON, "NEARDUP_DB": str(db), "CONCURRENT_REQUESTS": 1})
+    resumed = crawl(tmp_path, copies, {**ADDON, "NEARDUP_INDEX": str(db), "CONCURRENT_REQUESTS": 1})
     assert resumed["stats"]["neardup/unconfirmed"] == 1
     assert resumed["stats"]["neardup/dropped"] >= 1  # the copy's item, and those of copies it links to
     stored = item_paths(resumed["items"])
@@ -228,7 +228,7 @@ def test_pipeline_alone_judges_text_items_from_a_json_api(tmp_path):
 
 
 def test_the_addon_adds_a_handful_of_log_lines(tmp_path, site):
-    base = {"NEARDUP_DB": str(tmp_path / "logs.sqlite"), "NEARDUP_ACTION": "tag"}
+    base = {"NEARDUP_INDEX": str(tmp_path / "logs.sqlite"), "NEARDUP_ACTION": "tag"}
     without = crawl(tmp_path, [site + "/"], {})
     with_addon = crawl(tmp_path, [site + "/"], {**ADDON, **base})
     assert len(without["items"]) == len(with_addon["items"])
@@ -242,7 +242,7 @@ def test_the_addon_adds_a_handful_of_log_lines(tmp_path, site):
 
 
 def test_drop_above_lets_uncertain_near_duplicates_through_tagged(tmp_path, site):
-    settings = {**ADDON, "NEARDUP_DB": str(tmp_path / "margin.sqlite"), "NEARDUP_DROP_ABOVE": 0.999}
+    settings = {**ADDON, "NEARDUP_INDEX": str(tmp_path / "margin.sqlite"), "NEARDUP_DROP_ABOVE": 0.999}
     settings["NEARDUP_DEBUG"] = True  # every line: which comes first depends on the crawl's order
     result = crawl(tmp_path, [site + "/"], settings)
     stats = result["stats"]
@@ -280,7 +280,7 @@ def test_a_copy_whose_original_changed_comes_out_even_with_drop_unchanged(tmp_pa
     root = tmp_path / "site"
     shutil.copytree(SITE, root)
     db = tmp_path / "changed-original.sqlite"
-    settings = {**ADDON, "NEARDUP_DB": str(db), "NEARDUP_DROP_UNCHANGED": True}
+    settings = {**ADDON, "NEARDUP_INDEX": str(db), "NEARDUP_DROP_UNCHANGED": True}
     with serve(root) as url:
         first = crawl(tmp_path, [url + "/"], settings)
         assert "/print/library.html" not in item_paths(first["items"])  # a copy of the article

@@ -192,12 +192,12 @@ def test_planted_rows_run_nothing_and_the_crawl_stores_its_pages(backend, tmp_pa
 
         prefix = f"planted:{uuid.uuid4().hex}"
         url = request.getfixturevalue("redis_url")
-        settings.update(NEARDUP_BACKEND="redis", NEARDUP_REDIS_URL=url, NEARDUP_REDIS_KEY=prefix)
+        settings.update(NEARDUP_INDEX=f"{url}?prefix={prefix}")
         index = RedisIndex(url, DedupConfig(), prefix=prefix)
     else:
         from scrapy_neardup.index import SQLiteIndex
 
-        settings["NEARDUP_DB"] = str(tmp_path / "planted.sqlite")
+        settings["NEARDUP_INDEX"] = str(tmp_path / "planted.sqlite")
         index = SQLiteIndex(tmp_path / "planted.sqlite", DedupConfig())
     with url_site(COUNT) as base:
         _plant(index, base, ran)
@@ -215,7 +215,7 @@ def test_a_crawl_of_urls_with_tabs_in_parameter_names_leaves_an_index_the_next_c
     tmp_path,
 ):
     db = tmp_path / "tabs.sqlite"
-    settings = {**ADDON, "NEARDUP_DB": str(db), "NEARDUP_WORKERS": 0}
+    settings = {**ADDON, "NEARDUP_INDEX": str(db), "NEARDUP_WORKERS": 0}
     with url_site(COUNT) as base:
         starts = [f"{base}/a?id={n}{tail}" for n in range(40) for tail in ("", "&x%09y=1", "&n%0Al%00=%ff")]
         first = crawl(tmp_path, starts, settings)

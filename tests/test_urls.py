@@ -105,7 +105,7 @@ def test_a_variant_that_changes_only_the_last_pages_loses_none_of_them(tmp_path,
     finds a changed page and revives the rest."""
     db = tmp_path / "late.sqlite"
     changes = Changes(late=late, late_from=COUNT - 4)
-    settings = {**ADDON, "NEARDUP_DB": str(db), "CONCURRENT_REQUESTS": 4, "NEARDUP_WORKERS": 0}
+    settings = {**ADDON, "NEARDUP_INDEX": str(db), "CONCURRENT_REQUESTS": 4, "NEARDUP_WORKERS": 0}
     with url_site(COUNT, changes) as base:
         result = crawl(tmp_path, [base + "/list?page=0"], settings)
     assert fetched(result, changes) == pages(COUNT, changes)
@@ -159,7 +159,7 @@ def test_a_crawl_skips_copies_before_their_download_and_fetches_every_page(tmp_p
     """With the check before closing (the default), a site this small has most of what each rule
     skipped fetched at its end: fewer copies are saved than without it."""
     db = tmp_path / "urls.sqlite"
-    settings = {**ADDON, "NEARDUP_DB": str(db), "CONCURRENT_REQUESTS": concurrency, "NEARDUP_WORKERS": 0}
+    settings = {**ADDON, "NEARDUP_INDEX": str(db), "CONCURRENT_REQUESTS": concurrency, "NEARDUP_WORKERS": 0}
     if verify is not None:
         settings["NEARDUP_URL_VERIFY"] = verify
     with url_site(COUNT) as base:
@@ -211,7 +211,7 @@ def test_a_rule_met_by_a_counter_example_is_revoked_and_its_requests_are_fetched
     to check it differs, the rule is revoked, and every request it skipped is fetched after all."""
     db = tmp_path / "revoke.sqlite"
     settings = {
-        **ADDON, "NEARDUP_DB": str(db), "CONCURRENT_REQUESTS": 4, "NEARDUP_WORKERS": 0,
+        **ADDON, "NEARDUP_INDEX": str(db), "CONCURRENT_REQUESTS": 4, "NEARDUP_WORKERS": 0,
         "NEARDUP_URL_EXPLORE": 0.3,
     }  # fmt: skip
     with url_site(COUNT) as base:
@@ -245,7 +245,7 @@ def test_requests_a_revoked_rule_skipped_before_a_kill_are_fetched_by_the_resume
 
         with SQLiteIndex(db, DedupConfig()) as index:
             index.add_url_skip([rule], base + "/a?id=5&custom=x", base + "/a?id=5", kept)
-        settings = {**ADDON, "NEARDUP_DB": str(db), "NEARDUP_WORKERS": 0}
+        settings = {**ADDON, "NEARDUP_INDEX": str(db), "NEARDUP_WORKERS": 0}
         result = crawl(tmp_path, [base + "/a?id=7"], settings)
     assert base + "/a?id=5&custom=x" in result["parsed"]  # linked from no page: revived
     assert result["stats"]["neardup/urls/revived"] == 1
@@ -254,7 +254,7 @@ def test_requests_a_revoked_rule_skipped_before_a_kill_are_fetched_by_the_resume
 def test_a_rerun_and_another_crawler_use_the_rules_the_index_holds(tmp_path, redis_url):
     prefix = f"urls:{uuid.uuid4().hex}"
     settings = {
-        **ADDON, "NEARDUP_BACKEND": "redis", "NEARDUP_REDIS_URL": redis_url, "NEARDUP_REDIS_KEY": prefix,
+        **ADDON, "NEARDUP_INDEX": f"{redis_url}?prefix={prefix}",
         "NEARDUP_WORKERS": 0, "CONCURRENT_REQUESTS": 4,
     }  # fmt: skip
     with url_site(COUNT) as base:
@@ -313,7 +313,8 @@ def test_an_index_failure_costs_the_evidence_never_the_page(tmp_path, caplog):
 
     from scrapy_neardup import DedupConfig
     from scrapy_neardup.crawl.url_rules import UrlRules
-    from scrapy_neardup.index import SQLiteIndex, Verdict
+    from scrapy_neardup.index import SQLiteIndex
+    from scrapy_neardup.verdict import Verdict
 
     caplog.set_level(logging.DEBUG, logger="scrapy_neardup")
     index = SQLiteIndex(tmp_path / "gone.sqlite", DedupConfig())
@@ -367,9 +368,9 @@ def test_a_rerun_that_meets_a_copy_first_stores_every_page_again(tmp_path, backe
     settings = {**ADDON, "NEARDUP_WORKERS": 0, "CONCURRENT_REQUESTS": 4}
     if backend == "redis":
         url = request.getfixturevalue("redis_url")
-        settings.update(NEARDUP_BACKEND="redis", NEARDUP_REDIS_URL=url, NEARDUP_REDIS_KEY=uuid.uuid4().hex)
+        settings.update(NEARDUP_INDEX=f"{url}?prefix={uuid.uuid4().hex}")
     else:
-        settings["NEARDUP_DB"] = str(tmp_path / "rerun.sqlite")
+        settings["NEARDUP_INDEX"] = str(tmp_path / "rerun.sqlite")
     with url_site(COUNT) as base:
         first = crawl(tmp_path, [base + "/list?page=0"], settings)
         copies_first = [f"{base}/a?id={n}&utm_source=newsletter&utm_medium=email" for n in range(COUNT)]
@@ -388,11 +389,11 @@ def test_a_rerun_that_meets_a_copy_first_stores_every_page_again(tmp_path, backe
 @pytest.mark.parametrize("backend", ["sqlite", "redis"])
 def test_tag_mode_skips_nothing_and_reports_what_the_rules_would_skip(tmp_path, backend, request):
     db = tmp_path / "tag.sqlite"
-    settings = {**ADDON, "NEARDUP_DB": str(db), "NEARDUP_WORKERS": 0, "NEARDUP_ACTION": "tag"}
+    settings = {**ADDON, "NEARDUP_INDEX": str(db), "NEARDUP_WORKERS": 0, "NEARDUP_ACTION": "tag"}
     if backend == "redis":
         prefix = f"tag:{uuid.uuid4().hex}"
         redis_url = request.getfixturevalue("redis_url")
-        settings.update(NEARDUP_BACKEND="redis", NEARDUP_REDIS_URL=redis_url, NEARDUP_REDIS_KEY=prefix)
+        settings.update(NEARDUP_INDEX=f"{redis_url}?prefix={prefix}")
     with url_site(COUNT) as base:
         result = crawl(tmp_path, [base + "/list?page=0"], settings)
         without = crawl(tmp_path, [base + "/list?page=0"], {})
@@ -433,9 +434,11 @@ def test_sqlite_and_redis_indexes_learn_the_same_rules_at_the_same_pages(tmp_pat
     settings = {**ADDON, "NEARDUP_WORKERS": 0, "CONCURRENT_REQUESTS": 1, "NEARDUP_URL_EXPLORE": 0.0}
     settings["NEARDUP_URL_VERIFY"] = 0.0  # none checked before closing: the draw differs by crawl
     prefix = uuid.uuid4().hex
-    on_redis = {"NEARDUP_BACKEND": "redis", "NEARDUP_REDIS_URL": redis_url, "NEARDUP_REDIS_KEY": prefix}
+    on_redis = {"NEARDUP_INDEX": f"{redis_url}?prefix={prefix}"}
     with url_site(COUNT) as base:
-        sqlite = crawl(tmp_path, [base + "/list?page=0"], {**settings, "NEARDUP_DB": str(tmp_path / "s.db")})
+        sqlite = crawl(
+            tmp_path, [base + "/list?page=0"], {**settings, "NEARDUP_INDEX": str(tmp_path / "s.db")}
+        )
         on = crawl(tmp_path, [base + "/list?page=0"], {**settings, **on_redis})
     with sqlite3.connect(tmp_path / "s.db") as con:
         in_sqlite = con.execute("SELECT rule, status FROM url_rules").fetchall()

@@ -17,8 +17,6 @@ MAGIC = "toy-neardup-index"
 
 
 class ToyIndex(MemoryIndex):
-    location_setting, key_setting = "db", None  # NEARDUP_DB names its file
-
     def __init__(self, path: str | Path, config, read_only: bool = False) -> None:
         super().__init__(config)
         self.path, self.name, self.read_only = Path(path), Path(path).name, read_only
@@ -57,5 +55,5 @@ def _load(path: Path) -> dict:
     except Exception:
         held = None
     if not isinstance(held, dict) or held.get("magic") != MAGIC:
-        raise IndexFileError(path, "is not a toy index; name another NEARDUP_DB")
+        raise IndexFileError(path, "is not a toy index; name another NEARDUP_INDEX")
     return held

@@ -14,7 +14,7 @@ OUTPUT_DIR = Path(__file__).resolve().parent.parent / "output"
 # scrapy-neardup: this one line turns on the downloader middleware and the item pipeline.
 ADDONS = {"scrapy_neardup.NearDupAddon": 0}
 NEARDUP_ACTION = "drop"  # duplicates are dropped before the spider sees them; "tag" keeps and marks them
-NEARDUP_DB = str(OUTPUT_DIR / "neardup.db")  # the index: every page seen, with its verdict
+NEARDUP_INDEX = str(OUTPUT_DIR / "neardup.db")  # the index: every page seen, with its verdict
 NEARDUP_REPORT = str(OUTPUT_DIR / "report.html")  # written when the spider closes
 NEARDUP_ITEM_FIELD = "html"  # the item field the pipeline checks (see newsdemo.items.PageItem)
 

@@ -13,14 +13,15 @@ from scrapy.exceptions import UsageError
 from ..exceptions import NearDupError
 from ..report import FORMATS, format_for, write_report
 from ..report.clusters import CANONICAL_POLICIES
-from .settings import default_db_path
+from .settings import index_location
 
 
 class NeardupReportCommand(ScrapyCommand):
     """Writes the HTML, JSON or CSV report of the index a crawl of SPIDER used.
 
-    The index is found as the crawl finds it: ``NEARDUP_DB``, else ``JOBDIR``, else the
-    project's ``.scrapy/neardup/<spider>.sqlite``; ``-s JOBDIR=...`` selects a job's.
+    The index is found as the crawl finds it: ``NEARDUP_INDEX`` (a file or a Redis index), else
+    ``JOBDIR``, else the project's ``.scrapy/neardup/<spider>.sqlite``; ``-s JOBDIR=...``
+    selects a job's.
     """
 
     requires_project = True
@@ -39,21 +40,31 @@ class NeardupReportCommand(ScrapyCommand):
         parser.add_argument(
             "--canonical", choices=CANONICAL_POLICIES, help="default: NEARDUP_CANONICAL or first-seen"
         )
-        parser.add_argument("--db", help="the index file (default: as the crawl finds it)")
+        parser.add_argument(
+            "--index",
+            "--db",
+            dest="index",
+            help="the index, a file or redis://... (default: as the crawl finds it)",
+        )
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if len(args) != 1:
             raise UsageError("name the spider whose index to report")
         spider = args[0]
         assert self.settings is not None
-        db = Path(opts.db) if opts.db else default_db_path(self.settings, spider)
-        fmt = opts.format or format_for(opts.output, "html")
-        out = Path(opts.output or f"neardup-report-{spider}.{fmt}")
-        canonical = opts.canonical or self.settings.get("NEARDUP_CANONICAL") or "first-seen"
         try:
-            path = write_report(db, out, fmt, canonical, progress=sys.stderr.isatty())
+            index = opts.index or index_location(self.settings, spider)
         except NearDupError as exc:
             print(f"scrapy neardup-report: {exc}", file=sys.stderr)
             self.exitcode = 2
             return
-        print(f"wrote the {fmt} report of {db} to {path}")
+        fmt = opts.format or format_for(opts.output, "html")
+        out = Path(opts.output or f"neardup-report-{spider}.{fmt}")
+        canonical = opts.canonical or self.settings.get("NEARDUP_CANONICAL") or "first-seen"
+        try:
+            path = write_report(index, out, fmt, canonical, progress=sys.stderr.isatty())
+        except NearDupError as exc:
+            print(f"scrapy neardup-report: {exc}", file=sys.stderr)
+            self.exitcode = 2
+            return
+        print(f"wrote the {fmt} report of {index} to {path}")

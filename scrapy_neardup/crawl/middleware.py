@@ -10,7 +10,7 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse, Request, Response
 
 from ..detector import Arrival
-from ..index import Verdict
+from ..verdict import Verdict
 from .policy import Action, Outcome, why_dropped
 from .session import CrawlSession
 

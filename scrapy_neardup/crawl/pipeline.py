@@ -9,8 +9,8 @@ from itemadapter import ItemAdapter
 from scrapy.exceptions import DropItem
 
 from ..detector import Arrival
-from ..index import Verdict
 from ..text import item_extractor
+from ..verdict import Verdict
 from .policy import Action, Outcome, why_dropped
 from .session import CrawlSession
 

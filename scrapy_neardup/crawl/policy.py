@@ -6,7 +6,7 @@ from enum import Enum
 from typing import Any
 
 from ..decision import sure
-from ..index import Verdict
+from ..verdict import Verdict
 
 
 class Action(str, Enum):

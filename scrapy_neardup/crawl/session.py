@@ -23,7 +23,7 @@ from scrapy.statscollectors import StatsCollector
 from ..config import DedupConfig
 from ..detector import Arrival, Detector
 from ..exceptions import IndexFailure, NearDupError, one_line
-from ..index import Verdict
+from ..verdict import Verdict
 from .policy import Outcome, Policy
 from .settings import CrawlSettings
 from .start import open_session_parts, said_once

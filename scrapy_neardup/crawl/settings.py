@@ -18,8 +18,8 @@ from scrapy.utils.project import data_path
 from ..config import MAX_WORKERS, DedupConfig
 from ..decision import SURE_SIMILARITY
 from ..exceptions import ConfigError, NearDupError
-from ..index import BACKENDS, IndexSpec, backend
-from ..index.base import fit_key_prefix
+from ..index import IndexSpec
+from ..index.location import with_prefix
 from ..knobs import (
     Check,
     between,
@@ -62,10 +62,19 @@ def _in(options: Any, what: str) -> Check:
     return check
 
 
-def _redis_url(value: Any, values: dict[str, Any]) -> str | None:
-    if value is None or value.startswith(("redis://", "rediss://", "unix://")):
+def _location(value: Any, values: dict[str, Any]) -> str | None:
+    if value is None:
         return None
-    return f"expected redis://host:port/db or unix://, got {value!r}"
+    try:
+        IndexSpec.parse(value.replace("%(spider)s", "spider"), default_prefix="spider")
+    except NearDupError as exc:
+        return str(exc).removeprefix("index ")
+    return None
+
+
+# Settings of earlier development versions that NEARDUP_INDEX replaced.
+INDEX_FORMS = "a file, redis://host:6379/0?prefix=..., or memory:"
+REPLACED = ("NEARDUP_DB", "NEARDUP_BACKEND", "NEARDUP_REDIS_URL", "NEARDUP_REDIS_KEY")
 
 
 @dataclass(frozen=True)
@@ -88,21 +97,13 @@ class CrawlSettings:
     drop_unchanged: bool = knob(
         False, parse_bool, "drop the items of pages crawled before whose content has not changed"
     )
-    backend: str = knob(
-        "sqlite", parse_str, f"the index backend: {', '.join(BACKENDS)}", _in(BACKENDS, "backend")
-    )
-    db: Path | None = knob(
+    index: str | None = knob(
         None,
-        parse_path,
-        "the index file (default: <JOBDIR>/neardup.sqlite, else .scrapy/neardup/<spider>.sqlite)",
-    )
-    redis_url: str | None = knob(
-        None, parse_text, "the Redis server of the redis backend (default: REDIS_URL, else local)", _redis_url
-    )
-    redis_key: str = knob(
-        "%(spider)s:neardup",
         parse_text,
-        "the prefix of the Redis index's keys (%(spider)s: the spider's name)",
+        "where the index is: a file (default: <JOBDIR>/neardup.sqlite, else "
+        ".scrapy/neardup/<spider>.sqlite), redis://host:6379/0?prefix=<key prefix> (default prefix "
+        "<spider>:neardup), or memory:; %(spider)s is the spider's name",
+        _location,
     )
     reset: bool = knob(False, parse_bool, "delete the index before the crawl starts")
     lock_timeout: float = knob(
@@ -186,6 +187,11 @@ class CrawlSettings:
             return None if value == "" and not strict else value
 
         declared = {f.name: f for f in declarations(cls)}
+        for old in REPLACED:
+            if settings.get(old) not in (None, ""):
+                raise ConfigError(
+                    old, "was replaced by NEARDUP_INDEX (a file, redis://host/0?prefix=..., memory:)"
+                )
         values = parsed(cls, given, setting_name)  # its errors name the setting already
         try:
             read = cls(**values)
@@ -212,27 +218,23 @@ class CrawlSettings:
             self,
             workers=workers,
             workers_after=after,
-            db=self.db or _default_db(settings, spider_name),
-            redis_url=self.redis_url or settings.get("REDIS_URL") or "redis://127.0.0.1:6379",
-            redis_key=_redis_key(self.redis_key, spider_name),
+            index=_location_of(self.index, settings, spider_name),
         )
         if completed.report is not None:
-            _check_report(completed.report, completed.db)
+            _check_report(completed.report, completed.index_spec)
         return completed
 
     @property
     def index_spec(self) -> IndexSpec:
-        """The index the crawl uses: its backend, located by that backend's own settings."""
-        kind = backend(self.backend)
-        where = getattr(self, kind.location_setting) if kind.location_setting else ""
-        key = getattr(self, kind.key_setting) if kind.key_setting else None
-        return IndexSpec(self.backend, str(where), key, self.lock_timeout)
+        """The index the crawl uses (``index`` completed by ``from_settings``)."""
+        return IndexSpec.parse(self.index or "", self.lock_timeout)
 
 
 def known_settings() -> frozenset[str]:
-    """Every ``NEARDUP_*`` setting: the detection knobs, the crawl's own, and the add-on's switch."""
+    """Every ``NEARDUP_*`` setting: the detection knobs, the crawl's own, the add-on's switch, and
+    the replaced ones (refused by name)."""
     names = [f.name for f in declarations(DedupConfig)] + [f.name for f in declarations(CrawlSettings)]
-    return frozenset({*SWITCHES, *map(setting_name, names)})
+    return frozenset({*SWITCHES, *REPLACED, *map(setting_name, names)})
 
 
 def warn_unknown_settings(settings: BaseSettings) -> None:
@@ -245,26 +247,27 @@ def warn_unknown_settings(settings: BaseSettings) -> None:
         logger.warning("scrapy-neardup: %s is not one of its settings and is ignored%s", name, hint)
 
 
-def _redis_key(pattern: str, spider_name: str) -> str:
-    """The Redis key prefix for this spider (as scrapy-redis names its keys ``%(spider)s:dupefilter``)."""
+def _location_of(given: str | None, settings: BaseSettings, spider_name: str) -> str:
+    """The crawl's index: NEARDUP_INDEX with the spider's name in it, a server's key prefix
+    completed (``<spider>:neardup``, as scrapy-redis names ``<spider>:dupefilter``), else the
+    default file."""
+    if not given:
+        return str(_default_db(settings, spider_name))
+    location = with_prefix(given.replace("%(spider)s", spider_name), f"{spider_name}:neardup")
     try:
-        key = pattern % {"spider": spider_name}
-    except (KeyError, ValueError, TypeError) as exc:
-        raise ConfigError("NEARDUP_REDIS_KEY", f"may use %(spider)s only, got {pattern!r} ({exc})") from None
-    if not fit_key_prefix(key):
-        raise ConfigError(
-            "NEARDUP_REDIS_KEY", f"{key!r} cannot prefix an index's keys (empty, spaces or *?[]\\)"
-        )
-    return key
+        IndexSpec.parse(location)
+    except NearDupError as exc:
+        raise ConfigError("NEARDUP_INDEX", str(exc).removeprefix("index ")) from None
+    return location
 
 
-def _check_report(report: Path, db: Path) -> None:
+def _check_report(report: Path, index: IndexSpec) -> None:
     """Fail at start, not at close, when the report cannot be written where NEARDUP_REPORT says:
     its folder is made (the writer would make it anyway) and a file tried in it."""
     from ..report import check_report_path
 
     try:
-        check_report_path(report, db, "NEARDUP_REPORT")
+        check_report_path(report, index, "NEARDUP_REPORT")
     except NearDupError as exc:
         raise ConfigError("NEARDUP_REPORT", str(exc).split(": ", 1)[-1]) from None
     if report.is_dir():
@@ -291,6 +294,6 @@ def _default_db(settings: BaseSettings, spider_name: str) -> Path:
     return folder / f"{spider_name}.sqlite"
 
 
-def default_db_path(settings: BaseSettings, spider_name: str) -> Path:
-    """The index file a crawl of ``spider_name`` uses (``scrapy neardup-report`` finds it so)."""
-    return CrawlSettings.from_settings(settings, spider_name).db
+def index_location(settings: BaseSettings, spider_name: str) -> str:
+    """The index a crawl of ``spider_name`` uses (``scrapy neardup-report`` finds it so)."""
+    return CrawlSettings.from_settings(settings, spider_name).index or ""

@@ -21,9 +21,10 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Request, Response
 
 from ..exceptions import one_line
-from ..index import Store, Verdict
+from ..index import Store
 from ..url_rule import MISSED_SHARE, Rule, RuleKey, adopt_after, checks_needed, read_rule
 from ..urls import EXPLORE, UrlModel, explored
+from ..verdict import Verdict
 from . import kept_requests
 
 logger = logging.getLogger("scrapy_neardup")

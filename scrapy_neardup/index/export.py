@@ -10,17 +10,31 @@ import dataclasses
 import sqlite3
 from pathlib import Path
 
-from ..exceptions import InputError
-from . import SQLiteIndex
+from ..exceptions import IndexFileError, InputError
+from . import SQLiteIndex, open_existing
 from .codecs import damaged_record, spots32
+from .location import IndexSpec
 from .redis import RedisIndex
 
 
-def export_to_sqlite(source: RedisIndex, out: str | Path) -> int:
-    """Copy ``source`` into the new SQLite index file ``out``; the number of records copied."""
+def export_to_sqlite(spec: IndexSpec, out: str | Path) -> int:
+    """Copy the Redis index ``spec`` names into the new SQLite index file ``out``; the number of
+    records copied."""
     out = Path(out)
     if out.exists():
         raise InputError(f"{out}: exists already; name a new file for the export")
+    if spec.backend != "redis":
+        raise IndexFileError(
+            spec, "is no Redis index; export copies one into a file (an SQLite index is one)"
+        )
+    with open_existing(spec) as source:
+        try:
+            return _export(source, out)
+        except sqlite3.Error as exc:
+            raise IndexFileError(out, f"cannot be written ({exc})") from None
+
+
+def _export(source: RedisIndex, out: Path) -> int:
     new_ids: dict[int, int] = {}
     with SQLiteIndex(out, source.config) as target, target.batch():
         action = source.last_action()

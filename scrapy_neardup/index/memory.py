@@ -18,7 +18,8 @@ from ..config import DedupConfig
 from ..exceptions import IndexFileError
 from ..methods import Fingerprint
 from ..signatures.imatch import CollectionStats
-from .base import Earlier, Match, Verdict
+from ..verdict import Verdict
+from .base import Earlier, Match
 from .memory_urls import MemoryUrls
 from .records import earlier_of, stored_row, verdict_of
 from .runs import of_earlier_crawl
@@ -45,7 +46,6 @@ class _State:
 class MemoryIndex(MemoryUrls):
     """Brute-force candidate search over admitted pages, with every verdict recorded."""
 
-    location_setting = key_setting = None  # nothing locates it: it lives and dies with its process
     path = name = "memory"
 
     def __init__(self, config: DedupConfig) -> None:
@@ -68,6 +68,10 @@ class MemoryIndex(MemoryUrls):
 
     def is_storage_error(self, exc: Exception) -> bool:
         return False  # no storage to fail: every error here is a bug
+
+    @classmethod
+    def failure_line(cls, spec: IndexSpec, exc: Exception) -> str | None:
+        return None  # its failures are errors of its own already, met where they happen
 
     def failure_advice(self, exc: Exception) -> str:
         return "a bug: please report it with this page"

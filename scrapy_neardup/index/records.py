@@ -7,7 +7,8 @@ from typing import Any
 
 from ..methods import Fingerprint
 from ..text import storable
-from .base import Earlier, Match, Verdict
+from ..verdict import Verdict
+from .base import Earlier, Match
 from .codecs import array_blob, extra_json, signed, spots_blob
 
 

@@ -29,14 +29,16 @@ from ..exceptions import IndexFileError, MissingExtraError
 from ..methods import Fingerprint
 from ..signatures.imatch import CollectionStats
 from ..text import storable
+from ..verdict import Verdict
 from . import schema
-from .base import Earlier, Match, Verdict, fit_key_prefix
+from .base import Earlier, Match
 from .bounds import may_match
 from .codecs import damaged_record, row_fingerprint, unsigned
+from .location import fit_key_prefix, safe_url
 from .lookup_keys import lookup_keys, raw_key
 from .pruning import SpotClasses
 from .records import earlier_of, stored_row, verdict_of
-from .redis_connection import ReadsAsMissing, RedisConnection, safe_url, unlink_keys, unreachable
+from .redis_connection import ReadsAsMissing, RedisConnection, unlink_keys, unreachable
 from .redis_reading import RedisReading
 from .redis_replies import reply_count, reply_ids, reply_int, reply_text
 from .redis_runs import RedisRuns
@@ -64,7 +66,6 @@ OWN_KEYS = (
     "spotted", "classes", "df", "imatch_docs", *URL_KEYS,
 )  # fmt: skip
 OWN_KINDS = ("doc", "lk", "sl", "url", "src", "text", "run", *URL_KINDS)
-
 
 # What the exact bounds read of each candidate before its signatures (``bounds``).
 _BOUNDS = (b"url", b"status", b"scope", b"exact", b"simhash", b"spot_size", b"spots")
@@ -126,9 +127,6 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns, RedisUrls
             raise IndexFileError(f"{safe_url(url)} {prefix}", "holds no scrapy-neardup index")
         return cls(url, schema.config_from_meta(meta, f"{safe_url(url)} {prefix}"), prefix)
 
-    # The crawl settings that locate it: NEARDUP_REDIS_URL, and NEARDUP_REDIS_KEY for its prefix.
-    location_setting, key_setting = "redis_url", "redis_key"
-
     @classmethod
     def from_spec(cls, spec: IndexSpec, config: DedupConfig) -> RedisIndex:
         return cls(spec.where, config, spec.key or "neardup")
@@ -144,6 +142,10 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns, RedisUrls
 
     def is_storage_error(self, exc: Exception) -> bool:
         return isinstance(exc, OSError) or type(exc).__module__.startswith("redis")
+
+    @classmethod
+    def failure_line(cls, spec: IndexSpec, exc: Exception) -> str | None:
+        return None  # its failures are errors of its own already, met where they happen
 
     def failure_advice(self, exc: Exception) -> str:
         """What to do when the server fails under a crawl."""

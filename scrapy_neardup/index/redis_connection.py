@@ -13,7 +13,6 @@ import logging
 import re
 from collections.abc import Callable, Iterator
 from typing import Any
-from urllib.parse import urlsplit
 
 from ..config import DedupConfig
 from ..exceptions import IndexFileError
@@ -58,16 +57,8 @@ def unreachable(exc: Exception) -> str:
     if refused or "HELLO must be called" in str(exc):
         return f"refused us ({exc}); check the user and password in the URL"
     if "WRONGTYPE" in str(exc):
-        return f"holds keys of another kind under this prefix ({exc}); choose another NEARDUP_REDIS_KEY"
+        return f"holds keys of another kind under this prefix ({exc}); choose another ?prefix="
     return f"cannot be reached ({exc}); is redis-server running there?"
-
-
-def safe_url(url: str) -> str:
-    """A Redis URL without its password, for messages."""
-    parts = urlsplit(url)
-    if parts.password:
-        return url.replace(f":{parts.password}@", ":***@", 1)
-    return url
 
 
 # The type of each of an index's own keys of fixed name (but its meta, checked before).
@@ -141,7 +132,7 @@ class RedisConnection:
                         raise IndexFileError(
                             self.path,
                             f"holds keys that are no scrapy-neardup index ({self.k(taken[0]).decode()}); "
-                            "choose another NEARDUP_REDIS_KEY",
+                            "choose another ?prefix=",
                         )
                     pipe.multi()
                     pipe.hset(meta_key, mapping=dict(schema.meta_rows(self.config, self._probe_simhash)))
@@ -153,7 +144,7 @@ class RedisConnection:
             found = str(meta.get("schema"))[:20]
             raise IndexFileError(self.path, f"has schema version {found}; this release reads 1")
         try:
-            remedy = "another NEARDUP_REDIS_KEY (or NEARDUP_RESET)"
+            remedy = "another prefix in NEARDUP_INDEX (or NEARDUP_RESET)"
             self.keys, self.stores_simhash = schema.spot_keys(meta, self.config, self.path, remedy)
         except (KeyError, ValueError, TypeError, IndexError) as exc:
             raise IndexFileError(self.path, f"has damaged settings in its meta ({exc!r})") from None

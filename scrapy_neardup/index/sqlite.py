@@ -24,13 +24,14 @@ from ..methods import Fingerprint, rank
 from ..signatures.imatch import CollectionStats
 from ..signatures.spotsigs import SpotSet
 from ..text import storable
-from .base import Earlier, Match, Verdict
+from ..verdict import Verdict
+from .base import Earlier, Match
 from .bounds import BOUND_COLUMNS, may_match
 from .codecs import SIGNATURE_COLUMNS, damaged_record, row_fingerprint, sound_fingerprints, unsigned
 from .lookup_keys import exact_key, lookup_keys, raw_key
 from .records import earlier_of, stored_row, verdict_of
 from .sqlite_file import IndexFile
-from .sqlite_open import damage_advice, file_bytes, holds_index, no_index_file, stored_config
+from .sqlite_open import damage_advice, file_bytes, holds_index, no_index_file, stored_config, unusable
 from .sqlite_reading import SQLiteReading
 from .sqlite_runs import SQLiteRuns
 from .sqlite_spots import SpotLists
@@ -73,9 +74,6 @@ class SQLiteIndex(SQLiteReading, SQLiteRuns, SQLiteUrls):
                 f"{config.simhash_confirm!r} needs; use a confirm of at least {tau} or a new index file",
             )
 
-    # The crawl settings that locate it (NEARDUP_DB), and its keys' prefix (none: a file of its own).
-    location_setting, key_setting = "db", None
-
     @classmethod
     def open_existing(cls, path: str | Path) -> SQLiteIndex:
         """Open an index for reading, with the settings it was built with (reports, stats)."""
@@ -109,6 +107,11 @@ class SQLiteIndex(SQLiteReading, SQLiteRuns, SQLiteUrls):
 
     def is_storage_error(self, exc: Exception) -> bool:
         return isinstance(exc, (sqlite3.Error, OSError))
+
+    @classmethod
+    def failure_line(cls, spec: IndexSpec, exc: Exception) -> str | None:
+        """A damaged, locked or vanished file met while a command used it."""
+        return str(unusable(Path(spec.where), exc)) if isinstance(exc, sqlite3.DatabaseError) else None
 
     def failure_advice(self, exc: Exception) -> str:
         """What to do when the file fails under a crawl."""

@@ -15,7 +15,7 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 # every start slow, and a damage is still met as an error.
 QUICK_CHECK_BYTES = 256 << 20
 WAL_HEADER_BYTES = 32  # a -wal file this short holds no page
-ANOTHER_FILE = " (NEARDUP_DB, or scan --db)"
+ANOTHER_FILE = " (NEARDUP_INDEX, or --index)"
 
 
 def damage_advice(exc: BaseException) -> str:
@@ -140,7 +140,7 @@ def holds_index(path: Path) -> bool:
     path = Path(path)
     if not path.exists() and not path.is_symlink():
         return False
-    refused = "NEARDUP_RESET deletes an index only; name another NEARDUP_DB, or delete the file yourself"
+    refused = "NEARDUP_RESET deletes an index only; name another NEARDUP_INDEX, or delete the file yourself"
     if not path.is_file():
         raise IndexFileError(path, f"is not a file ({refused})")
     if path.stat().st_size == 0:

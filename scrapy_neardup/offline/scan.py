@@ -41,15 +41,6 @@ def config_of(args: argparse.Namespace) -> DedupConfig:
     return DedupConfig.from_options({name: getattr(args, name) for name, _, _ in DedupConfig.docs()})
 
 
-def index_spec(args: argparse.Namespace) -> IndexSpec:
-    """The index the arguments name: an SQLite file (--db), or a Redis index (--redis, --redis-key)."""
-    if args.db:
-        return IndexSpec.parse(args.db, lock_timeout=getattr(args, "lock_timeout", 60.0))
-    if not args.redis_key:
-        raise InputError("--redis needs --redis-key: the index's key prefix (a crawl's is <spider>:neardup)")
-    return IndexSpec("redis", args.redis, args.redis_key)  # a URL of another form is refused there
-
-
 def run_scan(args: argparse.Namespace) -> int:
     if not 1 <= args.batch <= 1_000_000:
         raise InputError(f"--batch: must be between 1 and 1,000,000, got {args.batch}")
@@ -76,7 +67,9 @@ async def _scan(args: argparse.Namespace, config: DedupConfig) -> int:
     skips = Skips()
     progress = sys.stderr.isatty()
     workers = WorkerPool(config, args.workers, args.page_timeout)  # its workers end with this process
-    with Detector(config, open_index(index_spec(args), config), workers) as detector:
+    with Detector(
+        config, open_index(IndexSpec.parse(args.index, args.lock_timeout), config), workers
+    ) as detector:
         meter = Progress(args.paths, args.follow_links) if progress else None
         pages = (
             meter.track(n, page) if meter else page

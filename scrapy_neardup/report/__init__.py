@@ -1,4 +1,4 @@
-"""Duplicate reports: clusters read from an index file alone, so any crawl or scan can be reported.
+"""Duplicate reports: clusters read from an index alone, so any crawl or scan can be reported.
 
 ``write_report`` is the one entry point for the command line, the crawl's report at close
 and the ``scrapy neardup-report`` command: HTML (self-contained, with charts), JSON or CSV.
@@ -14,9 +14,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ..exceptions import ConfigError, InputError
-from ..index import Index, SQLiteIndex
-from ..index.sqlite_open import no_index_file
-from ..text import storable
+from ..index import Index, IndexSpec, open_existing
 from .clusters import CANONICAL_POLICIES, ClusterSet, check_policy, load_clusters
 from .csv_report import write_csv
 from .html_report import TEXT_BUDGET, write_html
@@ -77,20 +75,19 @@ def render_report(
     return clusters
 
 
-def check_report_path(out: Path, db: Path, setting: str = "-o") -> None:
-    """Refuse a report path that would replace the index (or its WAL) or something not a file."""
-    index_files = {
-        db.resolve(),
-        *(db.resolve().with_name(db.name + end) for end in ("-wal", "-shm", "-journal")),
-    }
-    if out.resolve() in index_files:
-        raise InputError(f"{setting} {out}: is the index file itself; name another file for the report")
+def check_report_path(out: Path, index: IndexSpec, setting: str = "-o") -> None:
+    """Refuse a report path that would replace an index file (or its WAL) or something not a file."""
+    if index.is_file:
+        db = Path(index.where).resolve()
+        index_files = {db, *(db.with_name(db.name + end) for end in ("-wal", "-shm", "-journal"))}
+        if out.resolve() in index_files:
+            raise InputError(f"{setting} {out}: is the index file itself; name another file for the report")
     if out.exists() and not out.is_file():
         raise InputError(f"{setting} {out}: is not a regular file (a device or a socket); name a file")
 
 
 def write_report(
-    db_path: str | os.PathLike[str],
+    location: str | os.PathLike[str] | IndexSpec,
     out_path: str | os.PathLike[str],
     fmt: str = "html",
     canonical: str = "first-seen",
@@ -98,20 +95,19 @@ def write_report(
     *,
     text_budget: int = TEXT_BUDGET,
 ) -> Path:
-    """Write the report of the index file ``db_path`` to ``out_path`` and return that path.
+    """Write the report of the index at ``location`` (a file, ``redis://...?prefix=...``) to
+    ``out_path`` and return that path.
 
     The file appears whole or not at all (written beside it, then renamed), so a report
     being rewritten at the end of each crawl is never seen half-written. ``progress`` draws
     a bar on standard error.
     """
-    db = Path(db_path)
+    spec = location if isinstance(location, IndexSpec) else IndexSpec.parse(os.fspath(location))
     _check_output(Path(out_path), fmt, canonical)
-    if not db.is_file():
-        raise no_index_file(db)
-    check_report_path(Path(out_path), db)
-    with SQLiteIndex.open_existing(db) as index:
+    check_report_path(Path(out_path), spec)
+    with open_existing(spec) as index:
         return write_index_report(
-            index, out_path, fmt, canonical, progress, source=storable(db.name), text_budget=text_budget
+            index, out_path, fmt, canonical, progress, source=index.name, text_budget=text_budget
         )
 
 

@@ -1,0 +1,71 @@
+"""NEARDUP_INDEX and ``--index``: one string names any index, read in ``index/`` alone."""
+
+from __future__ import annotations
+
+import pytest
+from scrapy.settings import Settings
+
+from scrapy_neardup.crawl.settings import CrawlSettings
+from scrapy_neardup.exceptions import ConfigError, IndexFileError
+from scrapy_neardup.index import IndexSpec
+from scrapy_neardup.index.location import with_prefix
+
+
+@pytest.mark.parametrize(
+    ("location", "backend", "where", "key"),
+    [
+        ("pages.sqlite", "sqlite", "pages.sqlite", None),
+        ("/abs/dir with space/i.db", "sqlite", "/abs/dir with space/i.db", None),
+        ("sqlite:rel/i.db", "sqlite", "rel/i.db", None),
+        ("C:\\crawls\\i.db", "sqlite", "C:\\crawls\\i.db", None),
+        ("memory:", "memory", "", None),
+        ("redis://h:6379/0?prefix=news:neardup", "redis", "redis://h:6379/0", "news:neardup"),
+        ("rediss://u:pw@h/2?db=2&prefix=p", "redis", "rediss://u:pw@h/2?db=2", "p"),
+        ("unix:///run/redis.sock?db=1&prefix=k", "redis", "unix:///run/redis.sock?db=1", "k"),
+    ],
+)
+def test_a_location_names_its_backend_by_its_form(location, backend, where, key):
+    spec = IndexSpec.parse(location)
+    assert (spec.backend, spec.where, spec.key) == (backend, where, key)
+
+
+@pytest.mark.parametrize(
+    ("location", "said"),
+    [
+        ("redis://h/0", "names no key prefix"),
+        ("redis://h/0?prefix=a*", "cannot prefix"),
+        ("redis://h/0?prefix=", "cannot prefix"),
+        ("postgresql://u@h/db", "not in this release"),
+        ("", "names no index"),
+    ],
+)
+def test_a_location_that_names_no_usable_index_is_refused_saying_why(location, said):
+    with pytest.raises(IndexFileError, match=said):
+        IndexSpec.parse(location)
+
+
+def test_a_password_never_reaches_a_message():
+    spec = IndexSpec.parse("redis://user:secret@h/0?prefix=p")
+    assert "secret" not in str(spec)
+    with pytest.raises(IndexFileError) as refused:
+        IndexSpec.parse("redis://user:secret@h/0")
+    assert "secret" not in str(refused.value)
+
+
+def test_a_crawl_completes_the_spider_s_prefix_and_name():
+    def located(value: str) -> str:
+        return CrawlSettings.from_settings(Settings({"NEARDUP_INDEX": value}), "news").index_spec
+
+    assert located("redis://h/0").key == "news:neardup"
+    assert located("redis://h/0?db=1").where == "redis://h/0?db=1"
+    assert located("redis://h/0?prefix=%(spider)s:eu").key == "news:eu"
+    assert located("indexes/%(spider)s.sqlite").where == "indexes/news.sqlite"
+    assert located("memory:").backend == "memory"
+    assert with_prefix("redis://h/0?prefix=mine", "news:neardup") == "redis://h/0?prefix=mine"
+    assert with_prefix("pages.db", "news:neardup") == "pages.db"
+
+
+@pytest.mark.parametrize("old", ["NEARDUP_DB", "NEARDUP_BACKEND", "NEARDUP_REDIS_URL", "NEARDUP_REDIS_KEY"])
+def test_a_replaced_setting_stops_the_crawl_naming_it_and_its_successor(old):
+    with pytest.raises(ConfigError, match=f"{old}.*NEARDUP_INDEX"):
+        CrawlSettings.from_settings(Settings({old: "redis"}), "news")
