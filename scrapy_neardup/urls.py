@@ -131,8 +131,20 @@ class UrlModel:
         self._witnesses: dict[RuleKey, set[int]] = {}  # a learning rule's pages of the same content
         self._in_force: set[RuleKey] = set()  # the adopted rules that no joined host refuses
         self._canonical: dict[str, str] = {}  # a host joined to others by host rules -> their name
+        self._texts: dict[int, int] = {}  # a main text's exact hash -> the cluster it was first met in
 
     # --- learning ---------------------------------------------------------------------------
+
+    def cluster_of_text(self, text: int | None, cluster: int | None) -> int | None:
+        """The cluster a page of this main text counts in: the first one its text was met in. A
+        near match can put two pages of one text in two clusters (one matched a longer version
+        first, the other a shorter one admitted since); as evidence they are one content."""
+        if text is None or cluster is None:
+            return cluster
+        first = self._texts.setdefault(text, cluster)
+        if len(self._texts) > MAX_PAGES:
+            del self._texts[next(iter(self._texts))]
+        return first
 
     def observe(self, url: str, cluster: int | None) -> Evidence:
         """Add a page this crawl fetched and judged (``cluster``: the id of its content's first

@@ -29,6 +29,9 @@ class Verdict:
     weak: bool = False
     # The page's URL with what learned URL rules say does not matter taken out (None: its own).
     canonical: str | None = None
+    # The exact hash of the page's main text (None: not computed). Pages of one text are one
+    # content, though a near match may have put them in two clusters (``duplicate_of``).
+    content: int | None = None
 
     @property
     def judged(self) -> bool:

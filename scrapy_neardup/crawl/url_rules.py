@@ -192,6 +192,7 @@ class UrlRules:
         cluster: int | None = verdict.duplicate_of if same else verdict.doc_id
         if verdict.revisit == "unchanged":
             cluster = None  # the same as its own earlier version says nothing of other pages
+        cluster = self.model.cluster_of_text(verdict.content, cluster)
         changes: dict[RuleKey, list[int]] = {}
         harmless: set[RuleKey] = set()
         for url in dict.fromkeys([*request.meta.get("redirect_urls", ()), request.url, response.url]):

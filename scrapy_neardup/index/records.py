@@ -52,7 +52,7 @@ def verdict_of(url: str, doc_id: int, fp: Fingerprint, match: Match | None, of_u
     return Verdict(
         url=url, doc_id=doc_id, duplicate=bool(match), skip_reason=fp.skip_reason,
         duplicate_of=match[0] if match else None, duplicate_of_url=of_url,
-        similarity=match[1] if match else None, method=match[2] if match else None,
+        similarity=match[1] if match else None, method=match[2] if match else None, content=fp.exact,
     )  # fmt: skip
 
 
