@@ -19,7 +19,7 @@ from .crawl.policy import Action, Policy
 from .decision import SURE_SIMILARITY
 from .exceptions import ConfigError, InputError, NearDupError, one_line
 from .index import IndexSpec, open_existing, storage_failure
-from .methods import Fingerprint, decision_order
+from .methods import BY_NAME, Fingerprint, decision_order
 from .offline.scan import config_of, fingerprint_page, run_scan
 from .offline.sources import read_page_file
 from .report import FORMATS, format_for, render_report, write_report
@@ -234,13 +234,7 @@ def comparison_json(paths: tuple[str, str], fps: tuple[Fingerprint, Fingerprint]
         "b": page(paths[1], fps[1]),
         "extractor": config.extractor,
         "methods_in_use": list(config.methods),
-        "exact": raw["exact"],
-        "spotsigs": raw["spotsigs"],
-        "simhash_distance": raw["simhash"],
-        "minhash": raw["minhash"],
-        "super_shingles": raw["shingles"],
-        "imatch": raw["imatch"],
-        "ksentence": raw["ksentence"],
+        **{BY_NAME[name].measure or name: value for name, value in raw.items()},
         "results": {
             name: {
                 "similarity": r.similarity,

@@ -11,10 +11,10 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from .config import DedupConfig
-from .fingerprint import Fingerprint, imatch_with_stats, needed_methods
+from .fingerprint import Fingerprint, needed_methods
 from .index.base import Earlier, Store
-from .index.codecs import spots32
-from .methods import decision_order, rank
+from .methods import counts_terms, decision_order, rank, with_stats
+from .signatures.spotsigs import spots32
 from .verdict import Verdict
 from .verify import compare
 
@@ -70,8 +70,8 @@ class Decision:
                 return Verdict(url, earlier.id, False, skip_reason=fp.skip_reason)
             return index.record(url, fp, scope, None, source, key, replace=earlier)
         probe = dataclasses.replace(fp, spots=spots32(fp.spots))
-        if "imatch" in self.config.methods and probe.terms:
-            probe = imatch_with_stats(probe, self.config, index.term_stats(probe.terms))
+        if counts_terms(self.config) and probe.terms:
+            probe = with_stats(probe, self.config, index.term_stats(probe.terms))
         unchanged = self._unchanged(url, probe, scope, earlier)
         if unchanged is not None:
             return unchanged

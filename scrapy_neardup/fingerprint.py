@@ -12,15 +12,14 @@ from typing import Any
 
 from .config import DedupConfig
 from .exceptions import SkipPage
-from .methods import ALL, Fingerprint, Page, imatch_of
+from .methods import ALL, CollectionStats, Fingerprint, Page
 from .signatures._hashing import token_hashes
 from .signatures.exact import raw_hash
-from .signatures.imatch import CollectionStats
 from .signatures.spotsigs import LANGUAGE_VOTES
 from .text import extract_page
 from .tokens import detect_languages, words
 
-__all__ = ["Fingerprint", "fingerprint", "imatch_with_stats", "needed_methods"]
+__all__ = ["Fingerprint", "fingerprint", "needed_methods"]
 
 
 def needed_methods(config: DedupConfig) -> frozenset[str]:
@@ -47,7 +46,7 @@ def fingerprint(
     """Decode, extract, tokenize and sign one page.
 
     ``methods`` overrides which signatures are computed (``compare`` asks for all);
-    ``stats`` are the collection's document frequencies for I-Match; ``extractor``
+    ``stats`` are the collection's document frequencies (a method that signs with them); ``extractor``
     overrides the configured one (``text`` for a body that is main text already); ``raw`` is
     the body's ``raw_hash`` where the caller made it already.
     """
@@ -94,8 +93,3 @@ def fingerprint(
         title=title,
         **values,  # type: ignore[arg-type]
     )
-
-
-def imatch_with_stats(fp: Fingerprint, config: DedupConfig, stats: CollectionStats) -> Fingerprint:
-    """The fingerprint with I-Match signatures recomputed from collection statistics (an index's)."""
-    return dataclasses.replace(fp, imatch=imatch_of(fp.terms, fp.language, stats, config))

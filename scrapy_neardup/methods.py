@@ -2,14 +2,16 @@
 
 Each method says which Fingerprint fields it fills (``sign``), how similar two fingerprints
 are on a 0-1 scale and whether that is a duplicate (``result``), its threshold on that scale
-(``threshold``, for the report), its threshold knob, and the equality lookups an index finds
-its candidates by (``lookup``; SpotSigs is found by its own partitioned search instead).
+(``threshold``, for the report), its threshold knob, the equality lookups an index finds
+its candidates by (``lookup``; SpotSigs is found by its own partitioned search instead), how
+indexes store its fields (``stored``), and how reports and ``compare`` name and draw it.
 ``ALL`` is in decision order (``register`` adds one): the first method that matches a pair names the verdict.
 Config, fingerprint, verify, the indexes and the report read this; nothing else lists methods.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -32,6 +34,7 @@ from .signatures.similarity import (
     super_shingle_agreement,
 )
 from .signatures.spotsigs import ANTECEDENTS, STOPWORDS, SpotSet, spot_signatures
+from .signatures.stored import Stored, uint64, uint_array
 from .tokens import split_sentences, tokenize
 
 # The detection settings, a config.DedupConfig: config.py reads this registry to check the method
@@ -120,6 +123,17 @@ class Method:
     # pages the method may call duplicates share one. None: found by the SpotSigs search.
     lookup: Callable[[Fingerprint, Config], list[tuple[int, ...]]] | None = None
     kind: int = 0  # stored in index files: never reuse a number
+    # Its Fingerprint fields as indexes store them, a column each (a registered method keeps its
+    # signature in ``Fingerprint.extra`` instead). The exact hash, SimHash and spots are stored
+    # by every index in columns of its own, since its bounds and searches read them.
+    stored: tuple[Stored, ...] = ()
+    # Signs a probe again with the index's statistics of the admitted pages' terms (I-Match's
+    # idf); an index counts those terms where a configured method has this.
+    with_stats: Callable[[Fingerprint, CollectionStats, Config], Fingerprint] | None = None
+    label: str = ""  # what people call it
+    description: str = ""  # one line: what makes two pages its duplicates
+    color: str = "#777777"  # in the report's charts
+    measure: str = ""  # its raw measure's key in ``compare --json`` (default: its name)
 
 
 def function_words(language: str) -> frozenset[str]:
@@ -150,7 +164,7 @@ EXACT = Method(
     result=lambda a, b, config: _equal("exact", a.exact, b.exact),
     threshold=lambda config: 1.0,
     lookup=lambda fp, config: [] if fp.exact is None else [(fp.exact >> 64,)],
-    kind=1,
+    kind=1, label="exact", description="the same main text, word for word", color="#2f6fd6",
 )  # fmt: skip
 
 
@@ -168,7 +182,8 @@ KSENTENCE = Method(
     result=lambda a, b, config: _equal("ksentence", a.ksentence, b.ksentence),
     threshold=lambda config: 1.0,
     lookup=lambda fp, config: [] if fp.ksentence is None else [(fp.ksentence,)],
-    kind=6,
+    kind=6, stored=(uint64("ksentence"),), label="K longest sentences",
+    description="the same K longest sentences", color="#7b5cd6",
 )  # fmt: skip
 
 
@@ -196,7 +211,12 @@ IMATCH = Method(
     result=_imatch_result,
     threshold=lambda config: 1.0 / (1 + config.imatch_lexicons),
     lookup=lambda fp, config: [(j, sig) for j, sig in enumerate(fp.imatch) if sig],
-    kind=5,
+    kind=5, stored=(uint_array("imatch", "<u8", as_tuple=True),),
+    with_stats=lambda fp, stats, config: dataclasses.replace(
+        fp, imatch=imatch_of(fp.terms, fp.language, stats, config)
+    ),
+    label="I-Match", description="the same set of mid-frequency terms, in one of several lexicons",
+    color="#c2419a",
 )  # fmt: skip
 
 
@@ -249,6 +269,8 @@ SPOTSIGS = Method(
     },
     result=_spotsigs_result,
     threshold=lambda config: float(config.spotsigs_threshold),
+    label="SpotSigs", description="multiset Jaccard of spot signatures (stopword-anchored chains)",
+    color="#3f9142",
 )  # fmt: skip
 
 
@@ -278,7 +300,8 @@ MINHASH = Method(
     result=_minhash_result,
     threshold=lambda config: float(config.minhash_threshold),
     lookup=lambda fp, config: [(k,) for k in fp.minhash_bands],
-    kind=3,
+    kind=3, stored=(uint_array("minhash", "<u4"), uint_array("minhash_bands", "<u8", as_tuple=True)),
+    label="MinHash", description="estimated Jaccard of word shingles, found by LSH bands", color="#2aa198",
 )  # fmt: skip
 
 
@@ -300,7 +323,8 @@ SHINGLES = Method(
     result=_shingles_result,
     threshold=lambda config: config.shingles_min_agree / GROUPS,
     lookup=lambda fp, config: [] if fp.super_shingles is None else [(int(k),) for k in fp.super_shingles],
-    kind=4,
+    kind=4, stored=(uint_array("super_shingles", "<u8"),), label="Broder shingles",
+    description="super-shingles of Broder's shingles that agree", color="#d9822b", measure="super_shingles",
 )  # fmt: skip
 
 
@@ -345,7 +369,8 @@ SIMHASH = Method(
     lookup=lambda fp, config: []
     if fp.simhash is None
     else list(simhash_keys(fp.simhash, config.simhash_distance, config.simhash_tables)),
-    kind=2,
+    kind=2, label="SimHash", description="64-bit SimHash within a few bits, confirmed by SpotSigs",
+    color="#b58900", measure="simhash_distance",
 )  # fmt: skip
 
 
@@ -353,6 +378,25 @@ ALL: list[Method] = [EXACT, KSENTENCE, IMATCH, SPOTSIGS, MINHASH, SHINGLES, SIMH
 BY_NAME = {m.name: m for m in ALL}
 BUILT_IN = tuple(m.name for m in ALL)
 _RANK = {name: i for i, name in enumerate(BUILT_IN)}
+
+
+def stored_fields() -> tuple[Stored, ...]:
+    """The fields every index keeps a column of, for the built-in methods that declare them."""
+    return tuple(stored for m in ALL if m.name in BUILT_IN for stored in m.stored)
+
+
+def counts_terms(config: Config) -> bool:
+    """Whether an index of ``config`` counts the admitted pages' terms (a method signs with them)."""
+    return any(BY_NAME[name].with_stats is not None for name in config.methods if name in BY_NAME)
+
+
+def with_stats(fp: Fingerprint, config: Config, stats: CollectionStats) -> Fingerprint:
+    """A probe signed again, by each configured method that reads them, with the index's term statistics."""
+    for name in config.methods:
+        method = BY_NAME.get(name)
+        if method is not None and method.with_stats is not None:
+            fp = method.with_stats(fp, stats, config)
+    return fp
 
 
 def decision_order() -> tuple[str, ...]:
@@ -373,6 +417,8 @@ def register(method: Method, before: str | None = None) -> None:
     """
     if method.name in BY_NAME or any(m.kind == method.kind for m in ALL if method.kind):
         raise ValueError(f"method {method.name!r} or its kind {method.kind} is taken")
+    if method.stored:
+        raise ValueError(f"method {method.name!r}: a registered method stores its signature in extra")
     at = next((i for i, m in enumerate(ALL) if m.name == before), len(ALL))
     ALL.insert(at, method)
     BY_NAME[method.name] = method

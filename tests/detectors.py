@@ -8,7 +8,7 @@ from pathlib import Path
 from scrapy_neardup import DedupConfig, Fingerprint
 from scrapy_neardup.detector import Detector
 from scrapy_neardup.index import SQLiteIndex
-from scrapy_neardup.index.codecs import spots32
+from scrapy_neardup.signatures.spotsigs import spots32
 from scrapy_neardup.verdict import Verdict
 
 

@@ -24,7 +24,7 @@ from scrapy_neardup.config import METHODS
 from scrapy_neardup.decision import SURE_SIMILARITY, sure
 from scrapy_neardup.detector import Detector
 from scrapy_neardup.exceptions import IndexFileError
-from scrapy_neardup.fingerprint import Fingerprint, imatch_with_stats, needed_methods
+from scrapy_neardup.fingerprint import Fingerprint, needed_methods
 from scrapy_neardup.index import (
     MemoryIndex,
     SQLiteIndex,
@@ -45,7 +45,7 @@ from scrapy_neardup.index.pruning import (
     probe_reach,
     walk,
 )
-from scrapy_neardup.methods import SIMHASH, decision_order, simhash_keys
+from scrapy_neardup.methods import SIMHASH, decision_order, simhash_keys, with_stats
 from scrapy_neardup.scope import scope_key
 from scrapy_neardup.signatures.imatch import CollectionStats
 from scrapy_neardup.signatures.similarity import multiset_jaccard
@@ -75,7 +75,7 @@ def pairwise(config: DedupConfig, pages: list[tuple[str, str]]) -> list[tuple[bo
             expected.append((False, None))
             continue
         if "imatch" in config.methods:
-            fp = imatch_with_stats(fp, config, CollectionStats(len(admitted), term_df))
+            fp = with_stats(fp, config, CollectionStats(len(admitted), term_df))
         scope = scope_key(url, config.scope)
         best = None
         for other_id, other_scope, other in admitted:
@@ -238,7 +238,7 @@ def test_imatch_takes_idf_from_the_index(tmp_path, aeb_pages):
         verdicts = [detector.check(f"http://a.example/{i}", body) for i, body in enumerate(bodies)]
         copy = detector.check("http://b.example/copy", bodies[7])
         db = detector.index.db
-        n = int(db.execute("SELECT value FROM meta WHERE key = 'imatch_docs'").fetchone()[0])
+        n = int(db.execute("SELECT value FROM meta WHERE key = 'term_docs'").fetchone()[0])
         the_df = dict(db.execute("SELECT term, df FROM term_df WHERE term IN ('the', 'and')").fetchall())
         stored = db.execute("SELECT imatch FROM documents WHERE id = ?", (verdicts[-1].doc_id,)).fetchone()[0]
     assert n == sum(not v.duplicate for v in verdicts if v.judged) and the_df["the"] >= n // 2
@@ -247,7 +247,7 @@ def test_imatch_takes_idf_from_the_index(tmp_path, aeb_pages):
     admitted = [fp for fp, v in zip(fps, verdicts, strict=True) if not v.duplicate]
     df = collections.Counter(t for fp in admitted for t in fp.terms)
     df.subtract(fps[-1].terms)
-    expected = imatch_with_stats(fps[-1], config, CollectionStats(n - 1, +df))
+    expected = with_stats(fps[-1], config, CollectionStats(n - 1, +df))
     assert stored == np.asarray(expected.imatch, dtype="<u8").tobytes()
     assert copy.duplicate
 

@@ -8,6 +8,7 @@ the Detector ranks it, ``compare`` shows it and the report charts it; no other m
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import xxhash
@@ -132,3 +133,19 @@ def test_a_method_a_project_registers_decides_in_the_worker_processes(tmp_path):
     assert tags[second]["duplicate"] and tags[second]["method"] == "opening"
     assert not tags[first]["duplicate"]
     assert "plugin_methods" not in result["stderr"]  # no import error in any process
+
+
+def test_only_the_registry_and_the_settings_name_a_method_of_their_own():
+    """A method's fields, stored form, term statistics, color and --json key are its registry
+    entry's: the indexes, the report and the command line read them from there."""
+    import scrapy_neardup
+
+    root = Path(scrapy_neardup.__file__).parent
+    names = ("imatch", "i-match", "ksentence", "k longest", "minhash", "shingle")
+    naming = sorted(
+        path.relative_to(root).as_posix()
+        for path in root.rglob("*")
+        if path.suffix in (".py", ".js", ".html") and "signatures" not in path.parts
+        and any(name in path.read_text(encoding="utf-8").lower() for name in names)
+    )  # fmt: skip
+    assert naming == ["config.py", "methods.py"]

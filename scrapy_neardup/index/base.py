@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..config import DedupConfig
-from ..methods import Fingerprint
-from ..signatures.imatch import CollectionStats
+from ..methods import CollectionStats, Fingerprint
 from ..verdict import Verdict
 
 

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
-from ..methods import Fingerprint
+from ..methods import Fingerprint, stored_fields
 from ..signatures.spotsigs import SpotSet
 
 logger = logging.getLogger("scrapy_neardup")
@@ -30,25 +30,6 @@ def signed(value: int) -> int:
 
 def unsigned(value: int) -> int:
     return value + (1 << 64) if value < 0 else value
-
-
-def spots32(spots: SpotSet) -> SpotSet:
-    """The multiset with each spot cut to the top 32 bits of its hash (the stored form)."""
-    if not len(spots):
-        return spots
-    high = (spots.hashes >> np.uint64(32)).astype(np.uint64)
-    if len(high) > 1 and not np.all(high[1:] != high[:-1]):  # a 32-bit collision: merge counts
-        keys, inverse = np.unique(high, return_inverse=True)
-        counts = np.bincount(inverse, weights=spots.counts, minlength=len(keys)).astype(np.uint32)
-        return SpotSet(keys, counts)
-    return SpotSet(high, spots.counts)
-
-
-def array_blob(values: np.ndarray | tuple[int, ...] | None, dtype: str) -> bytes | None:
-    """Little-endian bytes of an array or int tuple; None when there is nothing."""
-    if values is None or len(values) == 0:
-        return None
-    return np.asarray(values, dtype=np.uint64 if dtype == "<u8" else np.uint32).astype(dtype).tobytes()
 
 
 def spots_blob(spots: SpotSet) -> bytes:
@@ -107,9 +88,16 @@ def repeated_spots(blobs: list[bytes]) -> tuple[np.ndarray, np.ndarray, list[int
     return spots[starts], counts, np.bincount(owner[starts], minlength=len(blobs)).tolist()
 
 
-SIGNATURE_COLUMNS = (
-    "id, exact, simhash, spot_size, spots, minhash, minhash_bands, super_shingles, imatch, ksentence, "
-    "tokens, language, extra"
+# The fields a candidate is verified with, in the order of ``SIGNATURE_COLUMNS``: the ones every
+# index keeps, then each method's own (``methods.stored_fields``), then the page's.
+SIGNATURE_FIELDS = (
+    "id", "exact", "simhash", "spot_size", "spots", *(s.field for s in stored_fields()), "tokens", "language",
+    "extra",
+)  # fmt: skip
+SIGNATURE_COLUMNS = ", ".join(SIGNATURE_FIELDS)
+# Those stored as integers (a Redis reply is bytes until read as a number).
+INTEGER_FIELDS = frozenset(
+    {"simhash", "spot_size", "tokens", *(s.field for s in stored_fields() if s.sql == "INTEGER")}
 )
 
 
@@ -117,14 +105,13 @@ def row_fingerprint(row: tuple) -> Fingerprint:
     """The stored signatures of a document, enough to verify a pair; ``ValueError`` (or
     ``TypeError``) for a row whose fields do not have the types the index writes.
 
-    ``row``: id, exact, simhash, spot_size, spots, minhash, minhash_bands, super_shingles,
-    imatch, ksentence, tokens, language, extra (``SIGNATURE_COLUMNS``).
+    ``row``: the ``SIGNATURE_FIELDS``, in order.
     """
-    _, exact, sim, _, spots, mh, bands, sup, im, ks, tokens, language, extra = row
+    _, exact, sim, _, spots, *own, tokens, language, extra = row
     if not (
         isinstance(tokens, int) and tokens >= 0 and _of(exact, bytes) and len(exact or b"") in (0, 16)
-        and _of(sim, int) and _of(ks, int) and all(-(1 << 63) <= (v or 0) < 1 << 64 for v in (sim, ks))
-        and _of(language, str) and _of(extra, str) and all(_of(b, bytes) for b in (spots, mh, bands, sup, im))
+        and _of(sim, int) and -(1 << 63) <= (sim or 0) < 1 << 64
+        and _of(language, str) and _of(extra, str) and _of(spots, bytes)
     ):  # fmt: skip
         raise ValueError("a field of another type than the index writes")
     return Fingerprint(
@@ -132,11 +119,7 @@ def row_fingerprint(row: tuple) -> Fingerprint:
         exact=int.from_bytes(exact, "big") if exact else None,
         simhash=unsigned(sim) if sim is not None else None,
         spots=blob_spots(spots),
-        minhash=np.frombuffer(mh, dtype="<u4").astype(np.uint32) if mh else None,
-        minhash_bands=tuple(int(x) for x in np.frombuffer(bands, dtype="<u8")) if bands else (),
-        super_shingles=np.frombuffer(sup, dtype="<u8").astype(np.uint64) if sup else None,
-        imatch=tuple(int(x) for x in np.frombuffer(im, dtype="<u8")) if im else (),
-        ksentence=unsigned(ks) if ks is not None else None,
+        **{s.field: s.decode(value) for s, value in zip(stored_fields(), own, strict=True)},
         extra=_extra(extra),
     )  # fmt: skip
 

@@ -11,8 +11,9 @@ import sqlite3
 from pathlib import Path
 
 from ..exceptions import IndexFileError, InputError
+from ..signatures.spotsigs import spots32
 from . import SQLiteIndex, open_existing
-from .codecs import damaged_record, spots32
+from .codecs import damaged_record
 from .location import IndexSpec
 from .redis import RedisIndex
 

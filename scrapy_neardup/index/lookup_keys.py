@@ -1,5 +1,5 @@
-"""Equality lookups of a page, ``key -> document``: its raw and exact hashes, SimHash blocks,
-MinHash bands, super-shingles, I-Match and K-sentence signatures.
+"""Equality lookups of a page, ``key -> document``: its raw body's hash, and each configured
+method's lookup values (``methods.Method.lookup``: the exact hash, SimHash blocks, LSH bands...).
 
 Two pages that a method may call duplicates share one of that method's keys (its LSH
 condition), so looking the keys up finds every such pair. A key is a 64-bit hash of

@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import DedupConfig
 from ..exceptions import IndexFileError
-from ..methods import Fingerprint
-from ..signatures.imatch import CollectionStats
+from ..methods import CollectionStats, Fingerprint, counts_terms
 from ..verdict import Verdict
 from .base import Earlier, Match
 from .memory_urls import MemoryUrls
@@ -38,7 +37,7 @@ class _State:
     admitted: dict[int, Fingerprint] = dataclasses.field(default_factory=dict)
     texts: dict[int, str] = dataclasses.field(default_factory=dict)
     term_df: collections.Counter = dataclasses.field(default_factory=collections.Counter)
-    imatch_docs: int = 0
+    term_docs: int = 0
     runs: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     next_id: int = 1
 
@@ -206,11 +205,11 @@ class MemoryIndex(MemoryUrls):
                 similarity=1.0, method="exact",
             )  # fmt: skip
 
-    # --- I-Match statistics and candidates ---------------------------------------------------
+    # --- term statistics and candidates ------------------------------------------------------
 
     def term_stats(self, terms: tuple[str, ...]) -> CollectionStats:
         df = self._state.term_df
-        return CollectionStats(self._state.imatch_docs, {t: df[t] for t in terms if df.get(t, 0) > 0})
+        return CollectionStats(self._state.term_docs, {t: df[t] for t in terms if df.get(t, 0) > 0})
 
     def candidates(self, probe: Fingerprint, scope: str) -> Iterator[tuple[int, Fingerprint]]:
         """Every admitted page of the scope, in id order."""
@@ -253,7 +252,7 @@ class MemoryIndex(MemoryUrls):
             doc_id = self._insert(record)
         if status == "unique":
             self._set(state.admitted, doc_id, dataclasses.replace(fp, text="", terms=()))
-            if "imatch" in self.config.methods and fp.terms:
+            if counts_terms(self.config) and fp.terms:
                 self._count_terms(fp.terms)
         if self.config.keep_text and fp.text:
             self._set(state.texts, doc_id, fp.text[: self.config.keep_text])
@@ -262,10 +261,10 @@ class MemoryIndex(MemoryUrls):
     def _count_terms(self, terms: tuple[str, ...]) -> None:
         state = self._state
         state.term_df.update(terms)
-        state.imatch_docs += 1
+        state.term_docs += 1
         if self._undo is not None:
             self._undo.append(
-                lambda: (state.term_df.subtract(terms), setattr(state, "imatch_docs", state.imatch_docs - 1))
+                lambda: (state.term_df.subtract(terms), setattr(state, "term_docs", state.term_docs - 1))
             )
 
     # --- reading --------------------------------------------------------------------------

@@ -5,11 +5,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..methods import Fingerprint
+from ..methods import Fingerprint, stored_fields
 from ..text import storable
 from ..verdict import Verdict
 from .base import Earlier, Match
-from .codecs import array_blob, extra_json, signed, spots_blob
+from .codecs import extra_json, signed, spots_blob
 
 
 def stored_row(
@@ -40,9 +40,7 @@ def stored_row(
         "spot_size": spots.size if fp.judged else None,
         # A duplicate's spots are never loaded again: its Jaccard is recorded already.
         "spots": spots_blob(spots) if status == "unique" and len(spots) else None,
-        "minhash": array_blob(fp.minhash, "<u4"), "minhash_bands": array_blob(fp.minhash_bands, "<u8"),
-        "super_shingles": array_blob(fp.super_shingles, "<u8"), "imatch": array_blob(fp.imatch, "<u8"),
-        "ksentence": signed(fp.ksentence) if fp.ksentence is not None else None,
+        **{stored.field: stored.encode(getattr(fp, stored.field)) for stored in stored_fields()},
         "extra": extra_json(fp.extra), "run": run, "url_key": key,
     }  # fmt: skip
 

@@ -26,14 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import DedupConfig
 from ..exceptions import IndexFileError, MissingExtraError
-from ..methods import Fingerprint
-from ..signatures.imatch import CollectionStats
+from ..methods import CollectionStats, Fingerprint, counts_terms
 from ..text import storable
 from ..verdict import Verdict
 from . import schema
 from .base import Earlier, Match
 from .bounds import may_match
-from .codecs import damaged_record, row_fingerprint, unsigned
+from .codecs import INTEGER_FIELDS, SIGNATURE_FIELDS, damaged_record, row_fingerprint, unsigned
 from .location import fit_key_prefix, safe_url
 from .lookup_keys import lookup_keys, raw_key
 from .pruning import SpotClasses
@@ -56,14 +55,13 @@ except ImportError:  # pragma: no cover - the extra is missing
 
 logger = logging.getLogger(__name__)
 
-_SIGNATURES = (
-    b"url", b"status", b"scope", b"exact", b"simhash", b"spot_size", b"spots", b"minhash", b"minhash_bands",
-    b"super_shingles", b"imatch", b"ksentence", b"tokens", b"language", b"extra", b"run", b"raw_hash",
-)  # fmt: skip
+_SIGNATURES = tuple(
+    name.encode() for name in ("url", "status", "scope", *SIGNATURE_FIELDS[1:], "run", "raw_hash")
+)
 # The index's keys: single ones, and kinds with one key an id or value (``<prefix>:<kind>:...``).
 OWN_KEYS = (
     "meta", "next", "scope_next", "scopes", "runs", "run_next", "ids", "counts", "dups", "urls",
-    "spotted", "classes", "df", "imatch_docs", *URL_KEYS,
+    "spotted", "classes", "df", "term_docs", *URL_KEYS,
 )  # fmt: skip
 OWN_KINDS = ("doc", "lk", "sl", "url", "src", "text", "run", *URL_KINDS)
 
@@ -258,10 +256,10 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns, RedisUrls
             url, doc_id, True, duplicate_of=original, duplicate_of_url=dup_url, similarity=1.0, method="exact"
         )
 
-    # --- I-Match statistics and candidates ---------------------------------------------------
+    # --- term statistics and candidates ------------------------------------------------------
 
     def term_stats(self, terms: tuple[str, ...]) -> CollectionStats:
-        docs_key, df_key = self.k("imatch_docs"), self.k("df")
+        docs_key, df_key = self.k("term_docs"), self.k("df")
         commands = [("GET", docs_key)] + ([("HMGET", df_key, *terms)] if terms else [])
         docs, *more = self._query(commands, [docs_key, df_key])
         counts = more[0] if more else []
@@ -310,12 +308,15 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns, RedisUrls
 
     @staticmethod
     def _fingerprint(doc: int, values: dict[bytes, Any]) -> Fingerprint:
-        v, number = values, reply_int
-        fp = row_fingerprint((
-            doc, v[b"exact"], number(v[b"simhash"]), number(v[b"spot_size"]), v[b"spots"], v[b"minhash"],
-            v[b"minhash_bands"], v[b"super_shingles"], v[b"imatch"], number(v[b"ksentence"]),
-            number(v[b"tokens"]) or 0, reply_text(v[b"language"]), reply_text(v[b"extra"]),
-        ))  # fmt: skip
+        row = [doc]
+        for name in SIGNATURE_FIELDS[1:]:
+            value = values[name.encode()]
+            if name in INTEGER_FIELDS:
+                value = reply_int(value) or 0 if name == "tokens" else reply_int(value)
+            elif name in ("language", "extra"):
+                value = reply_text(value)
+            row.append(value)
+        fp = row_fingerprint(tuple(row))
         raw = reply_int(values[b"raw_hash"])
         return dataclasses.replace(fp, raw_hash=unsigned(raw) << 64) if raw is not None else fp
 
@@ -374,7 +375,7 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns, RedisUrls
         text = None
         if self.config.keep_text and fp.text:
             text = zlib.compress(storable(fp.text[: self.config.keep_text]).encode("utf-8"), 6)
-        terms = fp.terms if status == "unique" and "imatch" in self.config.methods else ()
+        terms = fp.terms if status == "unique" and counts_terms(self.config) else ()
 
         def write(pipe: Any) -> None:
             self._store(pipe, doc_id, row, old[0] if old else None, scope_id, key, source, url)
@@ -386,7 +387,7 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns, RedisUrls
             if terms:
                 for term in terms:
                     pipe.hincrby(self.k("df"), term, 1)
-                pipe.incr(self.k("imatch_docs"))
+                pipe.incr(self.k("term_docs"))
             if text is not None:
                 pipe.set(self.k("text", doc_id), text)
             else:

@@ -63,7 +63,7 @@ def unreachable(exc: Exception) -> str:
 
 # The type of each of an index's own keys of fixed name (but its meta, checked before).
 KEY_TYPES = {
-    **dict.fromkeys(("next", "scope_next", "run_next", "imatch_docs", "url_skip_next"), b"string"),
+    **dict.fromkeys(("next", "scope_next", "run_next", "term_docs", "url_skip_next"), b"string"),
     **dict.fromkeys(("scopes", "counts", "urls", "classes", "df"), b"hash"),
     **dict.fromkeys(("url_same", "url_differ", "url_status"), b"hash"),
     **dict.fromkeys(("runs", "dups", "spotted", "url_skip_ids"), b"set"), "ids": b"zset",

@@ -8,7 +8,7 @@ Tables (schema version in ``PRAGMA user_version``):
   verdict and the signatures needed to verify a candidate. Nothing a crawl saw is lost.
 - ``runs``: crawl runs; a page admitted by a run that never ended may never have been stored.
 - ``spot_classes``: the frozen frequency classes that order spots rarest first (see ``pruning``).
-- ``term_df``: document frequencies of the admitted pages' terms, I-Match's idf statistics.
+- ``term_df``: document frequencies of the admitted pages' terms (``methods.Method.with_stats``).
 - ``texts``: the first ``keep_text`` characters of each page's main text (zlib), for the report.
 - ``spot_lists``: SpotSigs inverted lists, one row a key (``spot_search.SpotKeys``): the ids of
   the admitted documents whose prefix holds it, as a blob of little-endian uint32s.
@@ -25,6 +25,7 @@ from pathlib import Path
 
 from ..config import SHAPING_KNOBS, DedupConfig
 from ..exceptions import IndexFileError
+from ..methods import stored_fields
 from . import spot_search
 from .spot_search import SpotKeys
 
@@ -34,7 +35,7 @@ APPLICATION = "scrapy-neardup"
 # Small pages: a check touches B-tree leaves at random keys, and each one goes to the WAL whole.
 PAGE_SIZE = 1024
 
-SCHEMA = """
+_SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE scopes (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
 CREATE TABLE runs (
@@ -59,11 +60,7 @@ CREATE TABLE documents (
     simhash INTEGER,
     spot_size INTEGER,
     spots BLOB,
-    minhash BLOB,
-    minhash_bands BLOB,
-    super_shingles BLOB,
-    imatch BLOB,
-    ksentence INTEGER,
+    @METHOD_COLUMNS@
     extra TEXT,
     run INTEGER REFERENCES runs(id),
     url_key TEXT
@@ -86,6 +83,10 @@ CREATE VIEW duplicates AS
     FROM documents d JOIN documents o ON o.id = d.duplicate_of
     WHERE d.status = 'duplicate'
 """
+# Each method's own columns come from the registry (``methods.stored_fields``).
+SCHEMA = _SCHEMA.replace(
+    "@METHOD_COLUMNS@", "".join(f"{s.field} {s.sql},\n    " for s in stored_fields()).rstrip(" \n")
+)
 
 
 def execute_statements(db: sqlite3.Connection, sql: str) -> None:

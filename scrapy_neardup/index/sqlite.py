@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING
 
 from ..config import DedupConfig
 from ..exceptions import IndexFileError
-from ..methods import Fingerprint, rank
-from ..signatures.imatch import CollectionStats
+from ..methods import CollectionStats, Fingerprint, counts_terms, rank
 from ..signatures.spotsigs import SpotSet
 from ..text import storable
 from ..verdict import Verdict
@@ -231,11 +230,11 @@ class SQLiteIndex(SQLiteReading, SQLiteRuns, SQLiteUrls):
 
         return self._write(work)
 
-    # --- I-Match statistics ---------------------------------------------------------------
+    # --- term statistics ------------------------------------------------------------------
 
     def term_stats(self, terms: tuple[str, ...]) -> CollectionStats:
-        """The index's document frequencies of ``terms`` over its admitted pages (I-Match's idf)."""
-        row = self.db.execute("SELECT value FROM meta WHERE key = 'imatch_docs'").fetchone()
+        """The index's document frequencies of ``terms`` over its admitted pages (a method's idf)."""
+        row = self.db.execute("SELECT value FROM meta WHERE key = 'term_docs'").fetchone()
         df: dict[str, int] = {}
         for start in range(0, len(terms), 500):
             chunk = terms[start : start + 500]
@@ -250,7 +249,7 @@ class SQLiteIndex(SQLiteReading, SQLiteRuns, SQLiteUrls):
             [(t,) for t in terms],
         )
         self.db.execute(
-            "INSERT INTO meta VALUES ('imatch_docs', '1') "
+            "INSERT INTO meta VALUES ('term_docs', '1') "
             "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
         )
 
@@ -359,7 +358,7 @@ class SQLiteIndex(SQLiteReading, SQLiteRuns, SQLiteUrls):
             ).lastrowid
         if status == "unique":
             self._post(doc_id, fp, spots, scope_id)
-            if "imatch" in self.config.methods and fp.terms:
+            if counts_terms(self.config) and fp.terms:
                 self._count_terms(fp.terms)
         if self.config.keep_text and fp.text:
             text = storable(fp.text[: self.config.keep_text]).encode("utf-8")

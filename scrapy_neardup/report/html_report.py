@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 import xxhash
 
 from ..index import Index
-from ..methods import decision_order
+from ..methods import BY_NAME, decision_order
 from .clusters import CANONICAL_POLICIES, ClusterSet, LetThrough
 from .progress import Progress
 from .url_rules import url_rules_html, url_rules_link
@@ -40,14 +40,20 @@ TEXT_BUDGET = 16_000_000  # characters of page text embedded for the side-by-sid
 MAX_TEXTS = 50_000  # texts looked up at most, whatever their length
 TEXTS_PER_CLUSTER = 25  # a huge cluster must not use the whole budget
 SIM_BINS = 50
-COLORS = {
-    "exact": "#2f6fd6", "ksentence": "#7b5cd6", "imatch": "#c2419a", "shingles": "#d9822b",
-    "minhash": "#2aa198", "spotsigs": "#3f9142", "simhash": "#b58900",
-}  # fmt: skip
 NO_TEXT, LEFT_OUT = -1, -2  # a member's text key when no text is embedded, and why
 _MARKER = re.compile(r"@@([A-Z_]+)@@")
 _SCRIPT_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
                                  "\u2029": "\\u2029"})  # fmt: skip
+
+
+def color_of(method: str) -> str:
+    """A method's color in the charts (the registry's; grey for one no longer registered)."""
+    return BY_NAME[method].color if method in BY_NAME else "#999999"
+
+
+def description_of(method: str) -> str:
+    known = BY_NAME.get(method)
+    return f"{known.label}: {known.description}" if known and known.description else method
 
 
 def esc(value: Any) -> str:
@@ -135,8 +141,8 @@ def summary_html(clusters: ClusterSet, t: Tally) -> str:
         threshold = clusters.thresholds.get(method)
         shown = "" if threshold is None else f"{threshold:.3f}"
         rows.append(
-            f'<tr><td><span class="tag" style="border-color:{COLORS.get(method, "#999")}">'
-            f"{esc(method)}</span></td>"
+            f'<tr><td><span class="tag" style="border-color:{color_of(method)}" '
+            f'title="{esc(description_of(method))}">{esc(method)}</span></td>'
             f'<td class="num">{count:,}</td><td class="num">{count / max(dups, 1):.1%}</td>'
             f'<td class="num">{esc(shown)}</td></tr>'
         )
@@ -192,7 +198,7 @@ def chart_similarity(method: str, bins: list[int], threshold: float | None) -> s
     peak = max(bins) or 1
     plot_w = width - 2 * left
     slot = plot_w / len(bins)
-    color = COLORS.get(method, "#777")
+    color = color_of(method)
     total = sum(bins)
     parts = [_svg_open(width, height, f"{method}: similarity of {total:,} duplicates")]
     parts.append(f'<text x="{left}" y="11">{esc(method)} ({total:,})</text>')

@@ -204,3 +204,15 @@ def spot_signatures(
     spots = np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
     unique, counts = np.unique(spots, return_counts=True)
     return SpotSet(unique.astype(np.uint64), counts.astype(np.uint32))
+
+
+def spots32(spots: SpotSet) -> SpotSet:
+    """The multiset with each spot cut to the top 32 bits of its hash (the stored form)."""
+    if not len(spots):
+        return spots
+    high = (spots.hashes >> np.uint64(32)).astype(np.uint64)
+    if len(high) > 1 and not np.all(high[1:] != high[:-1]):  # a 32-bit collision: merge counts
+        keys, inverse = np.unique(high, return_inverse=True)
+        counts = np.bincount(inverse, weights=spots.counts, minlength=len(keys)).astype(np.uint32)
+        return SpotSet(keys, counts)
+    return SpotSet(high, spots.counts)
