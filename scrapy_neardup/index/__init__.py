@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..exceptions import NearDupError
 from .base import Index, Reader, Store
+from .engines.memory import MemoryIndex
 from .location import IndexSpec
-from .memory import MemoryIndex
 from .sqlite import SQLiteIndex
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ __all__ = [
 BACKENDS: dict[str, str] = {
     "sqlite": "scrapy_neardup.index.sqlite:SQLiteIndex",
     "redis": "scrapy_neardup.index.redis:RedisIndex",
-    "memory": "scrapy_neardup.index.memory:MemoryIndex",
+    "memory": "scrapy_neardup.index.engines.memory:MemoryIndex",
 }
 
 

@@ -1,0 +1,82 @@
+"""The small protocol a storage engine implements; ``ledger.Ledger`` keeps every record above it.
+
+An engine stores four kinds of things, all inside ``transaction()``:
+
+- documents: numbered records of a kind (``doc``, ``run``, ``skip``), each a dict of fields;
+- sets: sets of document ids under keys (postings: lookup keys, a revisit key's records);
+- maps: named maps of fields to strings or ints (settings, scope names, rule statuses), with
+  counters (``incr``);
+- listings: a kind's ids in order.
+
+It knows nothing of pages, verdicts or rules: what a record means, when a page is findable,
+how a run is confirmed and when a rule is adopted are the ledger's, written once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+
+class Engine(Protocol):
+    """Storage only. Values are None, ints, floats, strings and bytes."""
+
+    path: Any  # what messages name: a file, a server and key prefix
+    name: str  # what a report calls it
+    # Every admitted page of a scope is a candidate of every probe (the tests' oracle); an engine
+    # without it is searched through the lookup keys and the spot lists.
+    brute_force: bool
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """All the writes inside it or none; ``base.Conflict`` at its end when another process
+        changed what it read (the ledger's caller judges the page again)."""
+        ...
+
+    def new_id(self, kind: str) -> int:
+        """A number no document of ``kind`` had (ids grow; a rolled-back one may be skipped)."""
+        ...
+
+    def put(self, kind: str, doc: int, fields: dict[str, Any]) -> None:
+        """Set these fields of a document (made when missing); a None value removes the field."""
+        ...
+
+    def get(self, kind: str, docs: Sequence[int]) -> list[dict[str, Any] | None]:
+        """Each document's fields, None for one that does not exist."""
+        ...
+
+    def delete(self, kind: str, doc: int) -> None: ...
+
+    def listing(self, kind: str) -> Iterator[int]:
+        """The ids of ``kind``'s documents, in order (streamed: a report of a million pages)."""
+        ...
+
+    def add(self, name: str, key: Hashable, doc: int) -> None: ...
+
+    def discard(self, name: str, key: Hashable, doc: int) -> None: ...
+
+    def members(self, name: str, keys: Sequence[Hashable]) -> list[set[int]]:
+        """The set under each key (empty where there is none)."""
+        ...
+
+    def map_get(self, name: str, fields: Sequence[str] | None = None) -> dict[str, Any]:
+        """The map's fields (all of them when ``fields`` is None; missing ones left out)."""
+        ...
+
+    def map_set(self, name: str, values: dict[str, Any]) -> None:
+        """Set these fields of the map; a None value removes the field."""
+        ...
+
+    def incr(self, name: str, field: str, by: int = 1) -> int:
+        """Add to a map's counter (made at 0) and return its new value."""
+        ...
+
+    def clear(self, names: Sequence[str], kinds: Sequence[str]) -> None:
+        """Remove these maps and sets, and every document of these kinds."""
+        ...
+
+    def size(self) -> int:
+        """The bytes it takes (0 where nothing tells)."""
+        ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,1 @@
+"""Storage engines under the ledger: storage only, each owning its reset, damage check and errors."""

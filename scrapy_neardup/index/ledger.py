@@ -1,0 +1,380 @@
+"""Ledger: the index's bookkeeping, written once over any storage engine (``engine.Engine``).
+
+A page's record and verdict, its revisits, crawl runs and the confirmation of what they
+admitted, byte-identical copies, term statistics, learned URL rules (``url_ledger``) and what
+reports read. The engine only stores; what a record means is decided here. Candidates are
+every admitted page of the probe's scope (brute force: the oracle the searching indexes are
+tested against).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import socket
+import time
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+from ..config import DedupConfig
+from ..methods import CollectionStats, Fingerprint, counts_terms
+from ..text import storable
+from ..verdict import Verdict
+from . import schema, url_ledger
+from .base import Earlier, Match
+from .codecs import SIGNATURE_FIELDS, damaged_record, row_fingerprint, unsigned
+from .engine import Engine
+from .lookup_keys import lookup_keys, raw_key
+from .records import clean_record, earlier_of, stored_row, verdict_of
+from .runs import of_earlier_crawl, running
+
+DOC, RUN, TEXT = "doc", "run", "text"  # kinds of documents
+META, SCOPES, COUNTS, TERMS = "meta", "scopes", "counts", "term_df"  # maps
+# Sets: a revisit key's records, a source's, a scope's admitted pages, a lookup key's.
+BY_KEY, BY_SOURCE, ADMITTED, LOOKUP = "url", "src", "admitted", "lk"
+_READ = ("url", "title", "scope", "seen_at", "status", "skip_reason", "tokens", "language", "duplicate_of",
+         "similarity", "method")  # fmt: skip
+_COPIED = ("title", "tokens", "language", "raw_hash", "exact", "simhash", "spot_size")
+
+
+class Ledger:
+    """The storage protocol's ``Store`` and ``Reader`` over an engine."""
+
+    def __init__(self, engine: Engine, config: DedupConfig) -> None:
+        self.engine, self.config = engine, config
+        self.path, self.name = engine.path, engine.name
+        self._run: int | None = None
+        self._unclean: frozenset[int] = frozenset()
+        self._beside: frozenset[int] = frozenset()  # runs that were running when this one began
+        self._scope_ids: dict[str, int] = {}
+        self._scope_names: dict[int, str] = {}
+        self._simhash_keys = not config.simhash_within_spotsigs
+        with engine.transaction():
+            if not engine.map_get(META, ["application"]):
+                engine.map_set(META, dict(schema.meta_rows(config, self._simhash_keys)))
+        meta = {k: str(v) for k, v in engine.map_get(META).items()}
+        _, self._simhash_keys = schema.spot_keys(meta, config, self.path)
+
+    # --- transactions ---------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One page's reads and writes, atomically (a failure forgets what it made, its scopes too)."""
+        try:
+            with self.engine.transaction():
+                yield
+        except BaseException:
+            self._scope_ids.clear()
+            raise
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[Ledger]:
+        with self.transaction():
+            yield self
+
+    # --- crawl runs -----------------------------------------------------------------------
+
+    def begin_run(self, action: str) -> None:
+        """Start a crawl run. What a run that never closed (its process is gone) admitted may never
+        have reached the crawl's output, so it is *unconfirmed*."""
+        engine = self.engine
+        with self.transaction():
+            ids = list(engine.listing(RUN))
+            found = [(i, run) for i, run in zip(ids, engine.get(RUN, ids), strict=True) if run]
+            open_runs = [(i, run) for i, run in found if run.get("ended_at") is None]
+            self._run = engine.new_id(RUN)
+            engine.put(RUN, self._run, {"started_at": time.time(), "action": action,
+                                        "host": socket.gethostname(), "pid": os.getpid()})  # fmt: skip
+        self._unclean = frozenset(
+            i
+            for i, run in open_runs
+            if not running(run.get("started_at", 0.0), run.get("host"), run.get("pid"))
+        )
+        self._beside = frozenset(i for i, _ in open_runs) - self._unclean
+
+    def end_run(self) -> None:
+        """Close the run cleanly: what it admitted reached the output as far as this crawl knows."""
+        if self._run is not None:
+            run, self._run = self._run, None
+            with self.transaction():
+                self.engine.put(RUN, run, {"ended_at": time.time()})
+
+    def last_action(self) -> str | None:
+        """What the latest crawl run did with duplicates; None for a scanned index."""
+        last = max(self.engine.listing(RUN), default=None)
+        found = self.engine.get(RUN, [last])[0] if last is not None else None
+        return found.get("action") if found else None
+
+    @property
+    def interrupted_runs(self) -> bool:
+        return bool(self._unclean)
+
+    def _runs_of(self, ids: list[int]) -> list[tuple[int, Any]]:
+        return [(i, doc.get("run")) for i, doc in zip(ids, self.engine.get(DOC, ids), strict=True) if doc]
+
+    def unconfirmed(self, ids: list[int]) -> set[int]:
+        """Those of ``ids`` admitted by a run that never closed."""
+        if not self._unclean or not ids:
+            return set()
+        return {i for i, run in self._runs_of(ids) if run in self._unclean}
+
+    def from_earlier_crawls(self, ids: list[int]) -> set[int]:
+        if self._run is None or not ids:
+            return set()
+        return {i for i, run in self._runs_of(ids) if of_earlier_crawl(run, self._run, self._beside)}
+
+    # --- a page's own records -----------------------------------------------------------------
+
+    def _scope_id(self, name: str, create: bool = True) -> int | None:
+        """The scope's id; made (inside a transaction) unless ``create`` is False."""
+        if name not in self._scope_ids:
+            found = self.engine.map_get(SCOPES, [name]).get(name)
+            if found is None and not create:
+                return None
+            if found is None:
+                found = self.engine.incr(META, "scope_next")
+                self.engine.map_set(SCOPES, {name: found})
+            self._scope_ids[name] = int(found)
+        return self._scope_ids[name]
+
+    def source_record(self, source: str) -> tuple[int, str, str | None] | None:
+        """(id, status, skip reason) of the page read from ``source``, if one was recorded."""
+        ids = sorted(self.engine.members(BY_SOURCE, [storable(source)])[0])
+        found = self.engine.get(DOC, ids[:1])
+        return (ids[0], found[0]["status"], found[0].get("skip_reason")) if found and found[0] else None
+
+    def contains_source(self, source: str) -> bool:
+        return self.source_record(source) is not None
+
+    def earlier(self, key: str | None, scope: str, many: bool = False) -> Earlier | None:
+        """The record a page with this revisit key is a revisit of: its admitted one, else its latest."""
+        scope_id = self._scope_id(scope, create=False)
+        if key is None or scope_id is None:
+            return None
+        ids = sorted(self.engine.members(BY_KEY, [(scope_id, key)])[0], reverse=True)
+        rows = [
+            (i, doc["status"], doc.get("exact"), doc.get("run"))
+            for i, doc in zip(ids, self.engine.get(DOC, ids), strict=True)
+            if doc
+        ]
+        return earlier_of(rows, many, self._run)
+
+    def signatures(self, ids: list[int] | tuple[int, ...], scope: str) -> list[tuple[int, Fingerprint]]:
+        """The stored signatures of these admitted documents of ``scope``, in id order."""
+        return list(self._admitted(sorted(ids), self._scope_id(scope, create=False)))
+
+    def restamp(self, doc_id: int) -> None:
+        """Mark a record as met again by this run (an unchanged revisit)."""
+        self.engine.put(DOC, doc_id, {"run": self._run})
+
+    def url_of(self, doc_id: int) -> str:
+        found = self.engine.get(DOC, [doc_id])[0]
+        return found["url"] if found and isinstance(found.get("url"), str) else ""
+
+    # --- candidates and term statistics -----------------------------------------------------
+
+    def candidates(self, probe: Fingerprint, scope: str) -> Iterator[tuple[int, Fingerprint]]:
+        """Every admitted page of the scope, in id order."""
+        scope_id = self._scope_id(scope, create=False)
+        if scope_id is not None:
+            yield from self._admitted(sorted(self.engine.members(ADMITTED, [scope_id])[0]), scope_id)
+
+    def _admitted(self, ids: list[int], scope_id: int | None) -> Iterator[tuple[int, Fingerprint]]:
+        """(id, signatures) of those ids that are admitted pages of the scope and read soundly."""
+        for doc_id, doc in zip(ids, self.engine.get(DOC, ids), strict=True):
+            if doc and doc.get("status") == "unique" and doc.get("scope") == scope_id:
+                try:
+                    yield doc_id, _fingerprint(doc_id, doc)
+                except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+                    damaged_record(self.path, doc_id, exc)
+
+    def term_stats(self, terms: tuple[str, ...]) -> CollectionStats:
+        """The document frequencies of ``terms`` over the admitted pages (a method's idf)."""
+        df = self.engine.map_get(TERMS, list(terms))
+        docs = self.engine.map_get(META, ["term_docs"]).get("term_docs", 0)
+        return CollectionStats(int(docs), {t: int(n) for t, n in df.items() if int(n) > 0})
+
+    # --- byte-identical copies --------------------------------------------------------------
+
+    def find_raw(self, raw: int, scope: str = "", key: str | None = None) -> int | None:
+        """An admitted page whose raw body is byte-identical to ``raw``'s page, or None (also where
+        the full check must decide: a revisit, or an unconfirmed original)."""
+        scope_id = self._scope_id(scope, create=False)
+        if scope_id is None or self.earlier(key, scope) is not None:
+            return None
+        ids = sorted(self.engine.members(LOOKUP, [raw_key(raw, scope_id)])[0])
+        return ids[0] if ids and not self.unconfirmed(ids[:1]) else None
+
+    def record_copy(self, url: str, raw: int, original: int, scope: str = "", source: str | None = None,
+                    key: str | None = None) -> Verdict | None:  # fmt: skip
+        """Record a page whose raw body equals an admitted page's, without its fingerprint; None,
+        recording nothing, when its key or source got a record since ``find_raw``."""
+        with self.transaction():
+            if (source is not None and self.source_record(source)) or self.earlier(key, scope):
+                return None
+            first = self.engine.get(DOC, [original])[0]
+            if not first or not isinstance(first.get("url"), str):  # a damaged index: the full check decides
+                return None
+            row = {
+                **{name: first.get(name) for name in _COPIED}, "url": storable(url),
+                "source": storable(source) if source else None, "scope": self._scope_id(scope),
+                "seen_at": time.time(), "status": "duplicate", "duplicate_of": original, "similarity": 1.0,
+                "method": "exact", "run": self._run, "url_key": key,
+            }  # fmt: skip
+            doc_id = self.engine.new_id(DOC)
+            self._store(doc_id, row, None)
+        return Verdict(
+            url,
+            doc_id,
+            True,
+            duplicate_of=original,
+            duplicate_of_url=first["url"],
+            similarity=1.0,
+            method="exact",
+        )
+
+    # --- storage --------------------------------------------------------------------------
+
+    def record(
+        self, url: str, fp: Fingerprint, scope: str, match: Match | None = None, source: str | None = None,
+        key: str | None = None, replace: Earlier | None = None, admit: bool = False,
+    ) -> Verdict:  # fmt: skip
+        """Store a page with its verdict; an admitted page becomes findable. A revisit ``replace``s
+        its earlier record (same id, its old lookup keys removed, its first-seen time kept)."""
+        scope_id = self._scope_id(scope)
+        row = stored_row(url, fp, scope_id, match, source, key, self._run, admit)
+        old = None
+        if replace is not None:
+            doc_id, old = replace.id, self.engine.get(DOC, [replace.id])[0]
+            row.pop("seen_at")
+        else:
+            doc_id = self.engine.new_id(DOC)
+        self._store(doc_id, row, old)
+        if row["status"] == "unique":
+            for lookup in lookup_keys(fp, scope_id, self.config, simhash=self._simhash_keys, raw=True):
+                self.engine.add(LOOKUP, lookup, doc_id)
+            if counts_terms(self.config) and fp.terms:
+                for term in fp.terms:
+                    self.engine.incr(TERMS, term)
+                self.engine.incr(META, "term_docs")
+        if self.config.keep_text and fp.text:
+            text = zlib.compress(storable(fp.text[: self.config.keep_text]).encode("utf-8"), 6)
+            self.engine.put(TEXT, doc_id, {"text": text})
+        elif replace is not None:
+            self.engine.delete(TEXT, doc_id)
+        return verdict_of(url, doc_id, fp, match, self.url_of(match[0]) if match else None)
+
+    def _store(self, doc_id: int, row: dict[str, Any], old: dict[str, Any] | None) -> None:
+        """Write a record with its place in the counts and sets; a revisit's old record leaves its
+        lookup keys (its content changed) and its count."""
+        engine, scope_id = self.engine, row["scope"]
+        if old is not None:
+            engine.incr(COUNTS, str(old.get("status")), -1)
+            if old.get("status") == "unique":
+                engine.discard(ADMITTED, old.get("scope"), doc_id)
+                self._unpost(doc_id, old)
+        engine.put(DOC, doc_id, row)  # every field of a record: None removes an old one
+        engine.incr(COUNTS, row["status"])
+        if row["status"] == "unique":
+            engine.add(ADMITTED, scope_id, doc_id)
+        if row.get("url_key") is not None:
+            engine.add(BY_KEY, (scope_id, row["url_key"]), doc_id)
+        if row.get("source"):
+            engine.add(BY_SOURCE, row["source"], doc_id)
+
+    def _unpost(self, doc_id: int, old: dict[str, Any]) -> None:
+        try:
+            fp = _fingerprint(doc_id, old)
+        except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+            damaged_record(self.path, doc_id, exc)  # its keys stay: each is verified where it leads
+            return
+        for lookup in lookup_keys(fp, old.get("scope"), self.config, simhash=self._simhash_keys, raw=True):
+            self.engine.discard(LOOKUP, lookup, doc_id)
+
+    # --- what reports read ----------------------------------------------------------------
+
+    def get(self, doc_id: int) -> dict | None:
+        found = self.engine.get(DOC, [doc_id])[0]
+        return None if found is None else self._read(doc_id, found)
+
+    def _read(self, doc_id: int, doc: dict[str, Any]) -> dict[str, Any]:
+        if not self._scope_names or doc.get("scope") not in self._scope_names:
+            self._scope_names = {v: k for k, v in self.engine.map_get(SCOPES).items()}
+        record = {"id": doc_id, **{name: doc.get(name) for name in _READ}}
+        record["scope"] = self._scope_names.get(doc.get("scope"), "")
+        return clean_record(record)
+
+    def documents(self) -> Iterator[dict]:
+        """Every recorded page in the order seen, streamed."""
+        for doc_id in self.engine.listing(DOC):
+            found = self.engine.get(DOC, [doc_id])[0]
+            if found:
+                yield self._read(doc_id, found)
+
+    def text(self, doc_id: int) -> str | None:
+        found = self.engine.get(TEXT, [doc_id])[0]
+        try:
+            return zlib.decompress(found["text"]).decode("utf-8", errors="replace") if found else None
+        except (zlib.error, TypeError, KeyError):
+            return None
+
+    def duplicate_edges(self) -> Iterator[tuple[int, int, float | None, str | None]]:
+        for record in self.documents():
+            if record["status"] == "duplicate":
+                yield record["id"], record["duplicate_of"], record["similarity"], record["method"]
+
+    def stats(self) -> dict[str, int]:
+        counts = {k: int(v) for k, v in self.engine.map_get(COUNTS).items()}
+        return {
+            "documents": sum(counts.values()), "unique": counts.get("unique", 0),
+            "duplicates": counts.get("duplicate", 0), "skipped": counts.get("skipped", 0),
+            "bytes": self.engine.size(),
+        }  # fmt: skip
+
+    # --- learned URL rules (``url_ledger``) ------------------------------------------------
+
+    def url_rules(self) -> list[tuple[str, Any, Any, Any]]:
+        return url_ledger.url_rules(self.engine)
+
+    def add_url_evidence(self, changes: dict[str, tuple[int, int]], adopt_at: int) -> dict:
+        return url_ledger.add_url_evidence(self.engine, changes, adopt_at)
+
+    def set_url_rule(self, rule: str, status: str, at: float | None = None) -> None:
+        url_ledger.set_url_rule(self.engine, rule, status, at)
+
+    def add_url_skip(self, rules: list[str], url: str, target: str, request: bytes) -> None:
+        url_ledger.add_url_skip(self.engine, rules, url, target, request)
+
+    def url_skips(self, rules: list[str]) -> list[tuple[int, bytes]]:
+        return url_ledger.url_skips(self.engine, rules)
+
+    def url_revived(self, ids: list[int]) -> None:
+        url_ledger.url_revived(self.engine, ids)
+
+    def url_skip_counts(self) -> dict[str, tuple[int, int]]:
+        return url_ledger.url_skip_counts(self.engine)
+
+    def url_skipped(self) -> list[tuple[str, str, bool | None, list[str]]]:
+        return url_ledger.url_skipped(self.engine)
+
+    def forget_url_rules(self) -> None:
+        url_ledger.forget_url_rules(self.engine)
+
+    def close(self) -> None:
+        self.engine.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _fingerprint(doc_id: int, doc: dict[str, Any]) -> Fingerprint:
+    """A stored record's signatures (``ValueError`` or ``TypeError`` for a damaged one)."""
+    row = (doc_id, *(doc.get(name) for name in SIGNATURE_FIELDS[1:]))
+    fp = row_fingerprint((*row[:-3], doc.get("tokens") or 0, *row[-2:]))
+    raw = doc.get("raw_hash")
+    return dataclasses.replace(fp, raw_hash=unsigned(raw) << 64) if isinstance(raw, int) else fp

@@ -1,0 +1,123 @@
+"""Learned URL rules in a ledger, over any engine: each rule's evidence and status, and the
+requests it skipped (kept, so that a revoked rule's requests are fetched after all, by this
+crawl or a resumed one). Written once; the engine's transaction makes a rule's counts and
+status change together for every process sharing the index."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from ..url_rule import next_status
+from .engine import Engine
+
+SAME, DIFFER, STATUS, CHANGED = "url_same", "url_differ", "url_status", "url_changed"
+SKIP, SKIP_RULE = "skip", "skip_rule"  # a skipped request's document; the set of a rule's skips
+
+
+def url_rules(engine: Engine) -> list[tuple[str, Any, Any, Any]]:
+    """Every rule as stored, (its key's text, same, differ, status); ``url_rule.read_rule`` checks it."""
+    same, differ, status = (engine.map_get(name) for name in (SAME, DIFFER, STATUS))
+    return [
+        (rule, same.get(rule, 0), differ.get(rule, 0), status.get(rule, "learning"))
+        for rule in sorted(same.keys() | differ.keys() | status.keys())
+    ]
+
+
+def add_url_evidence(
+    engine: Engine, changes: dict[str, tuple[int, int]], adopt_at: int
+) -> dict[str, tuple[int, int, str, str]]:
+    """Add (same, differ) to rules' evidence and apply ``next_status`` in one transaction; each
+    rule's totals, as every process made them, and its status before and after."""
+    totals, now = {}, time.time()
+    with engine.transaction():
+        for rule, (same, differ) in changes.items():
+            same = engine.incr(SAME, rule, same)
+            differ = engine.incr(DIFFER, rule, differ)
+            old = str(engine.map_get(STATUS, [rule]).get(rule, "learning"))
+            new = next_status(old, same, differ, adopt_at)
+            if new != old:
+                engine.map_set(STATUS, {rule: new})
+                engine.map_set(CHANGED, {rule: now})
+            totals[rule] = (same, differ, old, new)
+    return totals
+
+
+def set_url_rule(engine: Engine, rule: str, status: str, at: float | None) -> None:
+    with engine.transaction():
+        engine.map_set(STATUS, {rule: status})
+        engine.map_set(CHANGED, {rule: at if at is not None else time.time()})
+
+
+def add_url_skip(engine: Engine, rules: list[str], url: str, target: str, request: bytes) -> None:
+    """Keep a skipped request with the rules that predicted it (an empty ``request``: one tag
+    mode fetched, that the rules would have skipped)."""
+    with engine.transaction():
+        skip = engine.new_id(SKIP)
+        engine.put(SKIP, skip, {"url": url, "target": target, "request": request, "revived": 0,
+                                "rules": json.dumps(rules)})  # fmt: skip
+        for rule in rules:
+            engine.add(SKIP_RULE, rule, skip)
+
+
+def url_skips(engine: Engine, rules: list[str]) -> list[tuple[int, bytes]]:
+    """The requests these rules skipped that were not scheduled again since: (id, the request)."""
+    ids = sorted(set().union(*engine.members(SKIP_RULE, rules))) if rules else []
+    return [
+        (skip, found["request"])
+        for skip, found in zip(ids, engine.get(SKIP, ids), strict=True)
+        if found and found.get("request") and not found.get("revived")
+    ]
+
+
+def url_revived(engine: Engine, ids: list[int]) -> None:
+    with engine.transaction():
+        for skip in ids:
+            engine.put(SKIP, skip, {"revived": 1})
+
+
+def _skipped(engine: Engine) -> list[dict[str, Any]]:
+    ids = list(engine.listing(SKIP))
+    return [found for found in engine.get(SKIP, ids) if found]
+
+
+def _rules(found: dict[str, Any]) -> list[str]:
+    """The rules that predicted a skipped request, as kept (a damaged list: none)."""
+    try:
+        rules = json.loads(found.get("rules") or "[]")
+    except (ValueError, TypeError, RecursionError):
+        return []
+    return [rule for rule in rules if isinstance(rule, str)] if isinstance(rules, list) else []
+
+
+def url_skip_counts(engine: Engine) -> dict[str, tuple[int, int]]:
+    """For each rule, the requests it skipped and how many were scheduled again (tag mode's
+    would-be skips left out)."""
+    counts: dict[str, tuple[int, int]] = {}
+    for found in _skipped(engine):
+        if found.get("request"):
+            for rule in _rules(found):
+                count, revived = counts.get(rule, (0, 0))
+                counts[rule] = (count + 1, revived + bool(found.get("revived")))
+    return counts
+
+
+def url_skipped(engine: Engine) -> list[tuple[str, str, bool | None, list[str]]]:
+    """Every skipped request in the order skipped: (its URL, the page it was predicted to copy,
+    whether it was scheduled again (None: tag mode fetched it), the rules that predicted it)."""
+    return [
+        (str(found.get("url", "")), str(found.get("target", "")), _revived(found), _rules(found))
+        for found in _skipped(engine)
+    ]
+
+
+def _revived(found: dict[str, Any]) -> bool | None:
+    """Whether a skipped request was scheduled again; None: tag mode fetched it (nothing kept)."""
+    return bool(found.get("revived")) if found.get("request") else None
+
+
+def forget_url_rules(engine: Engine) -> None:
+    """Forget every rule, and the requests they skipped (NEARDUP_URL_RULES_RESET)."""
+    with engine.transaction():
+        engine.clear([SAME, DIFFER, STATUS, CHANGED, SKIP_RULE], [SKIP])
