@@ -36,7 +36,7 @@ from scrapy_neardup import DedupConfig
 from scrapy_neardup.detector import Arrival, Detector
 from scrapy_neardup.fingerprint import fingerprint
 from scrapy_neardup.index import SQLiteIndex
-from scrapy_neardup.index.sqlite import file_bytes
+from scrapy_neardup.index.engines.sqlite import file_bytes
 from scrapy_neardup.signatures._hashing import token_hashes
 from scrapy_neardup.signatures.minhash import minhash
 from scrapy_neardup.tokens import tokenize

@@ -36,7 +36,7 @@ from bench_index import CONFIG, prepare
 from corpus import documents
 
 from scrapy_neardup.detector import Arrival, Detector
-from scrapy_neardup.index.redis import RedisIndex
+from scrapy_neardup.index.engines.redis import RedisIndex
 
 
 def start_redis(folder: str) -> tuple[subprocess.Popen, int]:

@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 
 from scrapy_neardup import NearDupError
 from scrapy_neardup.config import DedupConfig
-from scrapy_neardup.index.sqlite_open import stored_config
+from scrapy_neardup.index.engines.sqlite.opening import stored_config
 
 HERE = Path(__file__).resolve().parent
 SITE = HERE / "site"

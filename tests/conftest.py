@@ -101,7 +101,7 @@ def make_index(backend: str, config, folder: Path, name: str = "index.db", redis
 
         return ToyIndex(folder / f"{name}.json", config)
     if backend == "redis":
-        from scrapy_neardup.index.redis import RedisIndex
+        from scrapy_neardup.index.engines.redis import RedisIndex
 
         return RedisIndex(redis_url, config, prefix=f"test:{uuid.uuid4().hex}")
     raise ValueError(backend)

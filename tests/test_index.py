@@ -32,9 +32,9 @@ from scrapy_neardup.index import (
     lookup_keys,
     schema,
     spot_search,
-    sqlite_file,
-    sqlite_spots,
 )
+from scrapy_neardup.index.engines.sqlite import file as sqlite_file
+from scrapy_neardup.index.engines.sqlite import spots as sqlite_spots
 from scrapy_neardup.index.pruning import (
     SpotClasses,
     overlap_needed,
@@ -219,7 +219,7 @@ def test_a_toy_engine_under_the_ledger_gives_the_oracle_s_verdicts(
 def test_redis_index_finds_exactly_what_brute_force_finds(
     redis_url, monkeypatch, pages, methods, tau, scope, large
 ):
-    from scrapy_neardup.index.redis import RedisIndex
+    from scrapy_neardup.index.engines.redis import RedisIndex
 
     config = DedupConfig(
         extractor="text", min_tokens=5, methods=methods, spotsigs_threshold=tau, scope=scope,
@@ -315,8 +315,8 @@ def test_frozen_rarest_first_order_stays_exact(tmp_path, aeb_pages, monkeypatch,
 @pytest.mark.parametrize("bucket_bits", [20, 4])
 def test_redis_frozen_order_stays_exact(redis_url, aeb_pages, monkeypatch, bucket_bits):
     """Redis freezes the spot order in a transaction of its own, re-posting the admitted pages."""
-    from scrapy_neardup.index import redis as redis_index
-    from scrapy_neardup.index import redis_spots
+    from scrapy_neardup.index.engines.redis import index as redis_index
+    from scrapy_neardup.index.engines.redis import spots as redis_spots
 
     monkeypatch.setattr(redis_spots, "FREEZE_AT", 40)
     monkeypatch.setattr(spot_search, "RARE_BUCKET_BITS", bucket_bits)

@@ -60,7 +60,7 @@ def test_a_hostile_index_runs_nothing_stops_nothing_and_costs_no_page(
     if backend == "redis":
         import redis
 
-        from scrapy_neardup.index.redis import RedisIndex
+        from scrapy_neardup.index.engines.redis import RedisIndex
 
         url, prefix = request.getfixturevalue("redis_url"), f"fuzz:{uuid.uuid4().hex}"
         index = RedisIndex(url, config, prefix=prefix)

@@ -24,7 +24,7 @@ from detectors import sqlite_detector
 from scrapy_neardup import DedupConfig
 from scrapy_neardup.detector import Detector
 from scrapy_neardup.exceptions import IndexFileError
-from scrapy_neardup.index.redis import RedisIndex
+from scrapy_neardup.index.engines.redis import RedisIndex
 
 CONFIG = DedupConfig(extractor="text", min_tokens=5)
 _WORDS = [f"w{i}" for i in range(400)] + ["the", "a", "is", "was", "has", "will", "can"] * 20

@@ -188,7 +188,7 @@ def test_planted_rows_run_nothing_and_the_crawl_stores_its_pages(backend, tmp_pa
     ran = tmp_path / "ran"
     settings = {**ADDON, "NEARDUP_WORKERS": 0, "CONCURRENT_REQUESTS": 4}
     if backend == "redis":
-        from scrapy_neardup.index.redis import RedisIndex
+        from scrapy_neardup.index.engines.redis import RedisIndex
 
         prefix = f"planted:{uuid.uuid4().hex}"
         url = request.getfixturevalue("redis_url")

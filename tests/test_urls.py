@@ -424,7 +424,7 @@ def test_tag_mode_skips_nothing_and_reports_what_the_rules_would_skip(tmp_path, 
     assert len(result["parsed"]) == len(without["parsed"])  # every request fetched
     if backend == "redis":
         from scrapy_neardup.config import DedupConfig
-        from scrapy_neardup.index.redis import RedisIndex
+        from scrapy_neardup.index.engines.redis import RedisIndex
 
         index = RedisIndex(redis_url, DedupConfig(), prefix)
     else:

@@ -9,14 +9,13 @@ in a module of its own and one line in ``BACKENDS``.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..exceptions import NearDupError
 from .base import Index, Reader, Store
 from .engines.memory import MemoryIndex
-from .location import IndexSpec
-from .sqlite import SQLiteIndex
+from .engines.sqlite import SQLiteIndex
+from .location import BACKENDS, IndexSpec, backend
 
 if TYPE_CHECKING:
     from ..config import DedupConfig
@@ -34,20 +33,6 @@ __all__ = [
     "open_index",
     "storage_failure",
 ]
-
-# Each backend's class, by the name ``IndexSpec`` gives it; imported when first used, so a
-# backend's client library (redis) is needed only by those who use it.
-BACKENDS: dict[str, str] = {
-    "sqlite": "scrapy_neardup.index.sqlite:SQLiteIndex",
-    "redis": "scrapy_neardup.index.redis:RedisIndex",
-    "memory": "scrapy_neardup.index.engines.memory:MemoryIndex",
-}
-
-
-def backend(name: str) -> Any:
-    """The class of the backend called ``name`` (``BACKENDS``)."""
-    module, _, attribute = BACKENDS[name].partition(":")
-    return getattr(import_module(module), attribute)
 
 
 def open_index(spec: IndexSpec, config: DedupConfig, *, reset: bool = False) -> Index:

@@ -14,8 +14,8 @@ from ..exceptions import IndexFileError, InputError
 from ..signatures.spotsigs import spots32
 from . import SQLiteIndex, open_existing
 from .codecs import damaged_record
+from .engines.redis import RedisIndex
 from .location import IndexSpec
-from .redis import RedisIndex
 
 
 def export_to_sqlite(spec: IndexSpec, out: str | Path) -> int:

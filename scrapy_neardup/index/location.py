@@ -10,9 +10,26 @@ under that prefix, ``memory:`` an index that lives and dies with its process, an
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib import import_module
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from ..exceptions import IndexFileError
+
+# Each backend's class, by the name ``IndexSpec`` gives it; imported when first used, so a
+# backend's client library (redis) is needed only by those who use it.
+BACKENDS: dict[str, str] = {
+    "sqlite": "scrapy_neardup.index.engines.sqlite:SQLiteIndex",
+    "redis": "scrapy_neardup.index.engines.redis:RedisIndex",
+    "memory": "scrapy_neardup.index.engines.memory:MemoryIndex",
+}
+
+
+def backend(name: str) -> Any:
+    """The class of the backend called ``name`` (``BACKENDS``)."""
+    module, _, attribute = BACKENDS[name].partition(":")
+    return getattr(import_module(module), attribute)
+
 
 # The schemes of a server's URL, and the backend each names.
 SERVER_SCHEMES = {"redis": "redis", "rediss": "redis", "unix": "redis"}
@@ -50,8 +67,6 @@ class IndexSpec:
     ) -> IndexSpec:
         """The index a location names by its form; a server's index needs its key prefix, from the
         URL's ``prefix`` or ``default_prefix`` (a crawl's is ``<spider>:neardup``)."""
-        from . import BACKENDS
-
         text = str(location)
         scheme = text.partition("://")[0].lower() if "://" in text else ""
         name, colon, rest = text.partition(":")

@@ -12,8 +12,8 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from .records import clean_record
-from .sqlite_open import file_bytes
+from ...records import clean_record
+from .opening import file_bytes
 
 logger = logging.getLogger(__name__)
 

@@ -7,8 +7,8 @@ import sqlite3
 import time
 from typing import Any
 
-from ..url_rule import next_status
-from . import schema
+from ....url_rule import next_status
+from ... import schema
 
 URL_TABLES = """
 CREATE TABLE IF NOT EXISTS url_rules (

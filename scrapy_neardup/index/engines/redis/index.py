@@ -24,29 +24,29 @@ import zlib
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from ..config import DedupConfig
-from ..exceptions import IndexFileError, MissingExtraError
-from ..methods import CollectionStats, Fingerprint, counts_terms
-from ..text import storable
-from ..verdict import Verdict
-from . import schema
-from .base import Earlier, Match
-from .bounds import may_match
-from .codecs import INTEGER_FIELDS, SIGNATURE_FIELDS, damaged_record, row_fingerprint, unsigned
-from .location import fit_key_prefix, safe_url
-from .lookup_keys import lookup_keys, raw_key
-from .pruning import SpotClasses
-from .records import earlier_of, stored_row, verdict_of
-from .redis_connection import ReadsAsMissing, RedisConnection, unlink_keys, unreachable
-from .redis_reading import RedisReading
-from .redis_replies import reply_count, reply_ids, reply_int, reply_text
-from .redis_runs import RedisRuns
-from .redis_spots import RedisSpots
-from .redis_urls import URL_KEYS, URL_KINDS, RedisUrls
-from .spot_search import shared
+from ....config import DedupConfig
+from ....exceptions import IndexFileError, MissingExtraError
+from ....methods import CollectionStats, Fingerprint, counts_terms
+from ....text import storable
+from ....verdict import Verdict
+from ... import schema
+from ...base import Earlier, Match
+from ...bounds import may_match
+from ...codecs import INTEGER_FIELDS, SIGNATURE_FIELDS, damaged_record, row_fingerprint, unsigned
+from ...location import fit_key_prefix, safe_url
+from ...lookup_keys import lookup_keys, raw_key
+from ...pruning import SpotClasses
+from ...records import earlier_of, stored_row, verdict_of
+from ...spot_search import shared
+from .connection import ReadsAsMissing, RedisConnection, unlink_keys, unreachable
+from .crawl_runs import RedisRuns
+from .reading import RedisReading
+from .replies import reply_count, reply_ids, reply_int, reply_text
+from .spots import RedisSpots
+from .urls import URL_KEYS, URL_KINDS, RedisUrls
 
 if TYPE_CHECKING:
-    from . import IndexSpec
+    from ...location import IndexSpec
 
 try:
     import redis

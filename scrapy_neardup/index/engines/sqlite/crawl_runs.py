@@ -9,7 +9,7 @@ import sqlite3
 import time
 from typing import Any
 
-from .runs import of_earlier_crawl, running
+from ...runs import of_earlier_crawl, running
 
 
 class SQLiteRuns:

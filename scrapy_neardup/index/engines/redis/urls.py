@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .redis_connection import unlink_keys
-from .redis_replies import reply_ids, reply_text
+from .connection import unlink_keys
+from .replies import reply_ids, reply_text
 
 # The index's keys of the URL rules (removed with it): whole keys, and kinds of keys (``kind:...``).
 URL_KEYS = ("url_same", "url_differ", "url_status", "url_skip_next", "url_skip_ids")

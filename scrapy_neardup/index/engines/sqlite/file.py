@@ -16,12 +16,12 @@ import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from ..config import DedupConfig
-from ..exceptions import IndexFileError
-from . import schema
+from ....config import DedupConfig
+from ....exceptions import IndexFileError
+from ... import schema
 from .checkpoint import Checkpointer
-from .sqlite_open import check_intact, connect_read_only, read_schema, unusable
-from .sqlite_urls import create_url_tables
+from .opening import check_intact, connect_read_only, read_schema, unusable
+from .urls import create_url_tables
 
 logger = logging.getLogger(__name__)
 

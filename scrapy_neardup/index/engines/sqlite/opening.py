@@ -6,9 +6,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from ..config import DedupConfig
-from ..exceptions import IndexFileError
-from . import schema
+from ....config import DedupConfig
+from ....exceptions import IndexFileError
+from ... import schema
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 # Files up to this size are checked (PRAGMA quick_check) when opened; larger ones would make

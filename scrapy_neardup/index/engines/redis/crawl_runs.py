@@ -7,8 +7,8 @@ import socket
 import time
 from typing import Any
 
-from .redis_replies import reply_float, reply_ids, reply_int, reply_text
-from .runs import of_earlier_crawl, running
+from ...runs import of_earlier_crawl, running
+from .replies import reply_float, reply_ids, reply_int, reply_text
 
 
 class RedisRuns:

@@ -18,26 +18,26 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..config import DedupConfig
-from ..exceptions import IndexFileError
-from ..methods import CollectionStats, Fingerprint, counts_terms, rank
-from ..signatures.spotsigs import SpotSet
-from ..text import storable
-from ..verdict import Verdict
-from .base import Earlier, Match
-from .bounds import BOUND_COLUMNS, may_match
-from .codecs import SIGNATURE_COLUMNS, damaged_record, row_fingerprint, sound_fingerprints, unsigned
-from .lookup_keys import exact_key, lookup_keys, raw_key
-from .records import earlier_of, stored_row, verdict_of
-from .sqlite_file import IndexFile
-from .sqlite_open import damage_advice, file_bytes, holds_index, no_index_file, stored_config, unusable
-from .sqlite_reading import SQLiteReading
-from .sqlite_runs import SQLiteRuns
-from .sqlite_spots import SpotLists
-from .sqlite_urls import SQLiteUrls
+from ....config import DedupConfig
+from ....exceptions import IndexFileError
+from ....methods import CollectionStats, Fingerprint, counts_terms, rank
+from ....signatures.spotsigs import SpotSet
+from ....text import storable
+from ....verdict import Verdict
+from ...base import Earlier, Match
+from ...bounds import BOUND_COLUMNS, may_match
+from ...codecs import SIGNATURE_COLUMNS, damaged_record, row_fingerprint, sound_fingerprints, unsigned
+from ...lookup_keys import exact_key, lookup_keys, raw_key
+from ...records import earlier_of, stored_row, verdict_of
+from .crawl_runs import SQLiteRuns
+from .file import IndexFile
+from .opening import damage_advice, file_bytes, holds_index, no_index_file, stored_config, unusable
+from .reading import SQLiteReading
+from .spots import SpotLists
+from .urls import SQLiteUrls
 
 if TYPE_CHECKING:
-    from . import IndexSpec
+    from ...location import IndexSpec
 
 __all__ = ["SQLiteIndex", "damage_advice", "file_bytes"]
 

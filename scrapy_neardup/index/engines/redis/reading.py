@@ -7,10 +7,10 @@ import zlib
 from collections.abc import Iterator
 from typing import Any
 
-from ..text import storable
-from .records import clean_record
-from .redis_connection import read_as_missing
-from .redis_replies import reply_float, reply_ids, reply_int, reply_text
+from ....text import storable
+from ...records import clean_record
+from .connection import read_as_missing
+from .replies import reply_float, reply_ids, reply_int, reply_text
 
 logger = logging.getLogger(__name__)
 

@@ -14,11 +14,12 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..config import DedupConfig
-from ..exceptions import IndexFileError
-from . import redis_spots, schema
-from .base import Conflict
-from .redis_replies import reply_count, reply_int, reply_text
+from ....config import DedupConfig
+from ....exceptions import IndexFileError
+from ... import schema
+from ...base import Conflict
+from . import spots as redis_spots
+from .replies import reply_count, reply_int, reply_text
 
 logger = logging.getLogger(__name__)
 

@@ -11,12 +11,12 @@ import sqlite3
 
 import numpy as np
 
-from ..config import DedupConfig
-from ..exceptions import IndexFileError
-from ..signatures.spotsigs import SpotSet
-from .codecs import blob_spots, sound_spots_blob
-from .pruning import SpotClasses, Walk, walk
-from .spot_search import MAX_DOC, SpotKeys, shared
+from ....config import DedupConfig
+from ....exceptions import IndexFileError
+from ....signatures.spotsigs import SpotSet
+from ...codecs import blob_spots, sound_spots_blob
+from ...pruning import SpotClasses, Walk, walk
+from ...spot_search import MAX_DOC, SpotKeys, shared
 
 # Admitted documents after which spot frequency classes are frozen (a one-off re-posting of them).
 FREEZE_AT = 5000

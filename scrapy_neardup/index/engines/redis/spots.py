@@ -13,12 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from ..config import DedupConfig
-from ..signatures.spotsigs import SpotSet
-from .codecs import blob_spots, sound_spots_blob
-from .pruning import SpotClasses, walk
-from .redis_replies import reply_ids, reply_int
-from .spot_search import SpotKeys
+from ....config import DedupConfig
+from ....signatures.spotsigs import SpotSet
+from ...codecs import blob_spots, sound_spots_blob
+from ...pruning import SpotClasses, walk
+from ...spot_search import SpotKeys
+from .replies import reply_ids, reply_int
 
 try:
     from redis import WatchError

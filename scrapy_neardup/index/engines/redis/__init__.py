@@ -1,0 +1,5 @@
+"""The Redis engine: one index in Redis for crawlers on many machines (extra ``redis``)."""
+
+from .index import RedisIndex
+
+__all__ = ["RedisIndex"]
