@@ -328,7 +328,7 @@ def run_report(args: argparse.Namespace) -> int:
         out = write_report(
             args.index, args.output, fmt, args.canonical, progress, text_budget=args.text_budget
         )
-        print(f"wrote the {fmt} report of {args.index} to {out}", file=sys.stderr)
+        print(f"wrote the {fmt} report of {IndexSpec.parse(args.index)} to {out}", file=sys.stderr)
         return 0
     if sys.stdout is None:
         raise InputError("standard output is closed; write the report to a file with -o FILE")
@@ -342,8 +342,9 @@ def run_report(args: argparse.Namespace) -> int:
 def run_export(args: argparse.Namespace) -> int:
     from .index.export import export_to_sqlite
 
-    copied = export_to_sqlite(IndexSpec.parse(args.index), args.output)
-    print(f"exported {copied} records of {args.index} to {args.output}", file=sys.stderr)
+    spec = IndexSpec.parse(args.index)
+    copied = export_to_sqlite(spec, args.output)
+    print(f"exported {copied} records of {spec} to {args.output}", file=sys.stderr)
     return 0
 
 

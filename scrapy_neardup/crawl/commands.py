@@ -11,6 +11,7 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from ..exceptions import NearDupError
+from ..index import IndexSpec
 from ..report import FORMATS, format_for, write_report
 from ..report.clusters import CANONICAL_POLICIES
 from .settings import index_location
@@ -67,4 +68,4 @@ class NeardupReportCommand(ScrapyCommand):
             print(f"scrapy neardup-report: {exc}", file=sys.stderr)
             self.exitcode = 2
             return
-        print(f"wrote the {fmt} report of {index} to {path}")
+        print(f"wrote the {fmt} report of {IndexSpec.parse(index)} to {path}")

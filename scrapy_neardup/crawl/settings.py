@@ -72,7 +72,7 @@ def _location(value: Any, values: dict[str, Any]) -> str | None:
     return None
 
 
-# Settings of earlier development versions that NEARDUP_INDEX replaced.
+# What NEARDUP_INDEX may be, and the settings of development versions it replaced.
 INDEX_FORMS = "a file, redis://host:6379/0?prefix=..., or memory:"
 REPLACED = ("NEARDUP_DB", "NEARDUP_BACKEND", "NEARDUP_REDIS_URL", "NEARDUP_REDIS_KEY")
 
@@ -189,9 +189,7 @@ class CrawlSettings:
         declared = {f.name: f for f in declarations(cls)}
         for old in REPLACED:
             if settings.get(old) not in (None, ""):
-                raise ConfigError(
-                    old, "was replaced by NEARDUP_INDEX (a file, redis://host/0?prefix=..., memory:)"
-                )
+                raise ConfigError(old, f"was replaced by NEARDUP_INDEX ({INDEX_FORMS})")
         values = parsed(cls, given, setting_name)  # its errors name the setting already
         try:
             read = cls(**values)
