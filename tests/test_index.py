@@ -192,18 +192,22 @@ def test_memory_index_is_the_pairwise_check(pages, methods, tau, scope):
     st.sampled_from([0.3, 0.5, 0.9]),
     st.sampled_from(["global", "host"]),
 )
-def test_a_toy_engine_under_the_ledger_gives_the_oracle_s_verdicts(
-    tmp_path_factory, pages, methods, tau, scope
+@pytest.mark.parametrize("engine", ["toy", "sqlite"])
+def test_an_engine_under_the_ledger_gives_the_oracle_s_verdicts(
+    tmp_path_factory, engine, pages, methods, tau, scope
 ):
-    """tests/toy_index.py: a dict in a JSON file, under 200 lines, and the ledger written once."""
+    """tests/toy_index.py (a dict in a JSON file, under 200 lines) and the SQLite engine, under
+    the ledger written once."""
     from toy_index import ToyIndex
+
+    from scrapy_neardup.index.engines.sqlite.engine import SQLiteLedger
 
     config = DedupConfig(
         extractor="text", min_tokens=5, methods=methods, spotsigs_threshold=tau, scope=scope,
         minhash_threshold=tau, simhash_distance=6,
     )  # fmt: skip
-    path = tmp_path_factory.mktemp("toy") / "index.json"
-    with Detector(config, ToyIndex(path, config)) as detector:
+    path = tmp_path_factory.mktemp(engine) / "index"
+    with Detector(config, (ToyIndex if engine == "toy" else SQLiteLedger)(path, config)) as detector:
         found = [(v.duplicate, v.duplicate_of) for v in (detector.check(url, text) for url, text in pages)]
     assert found == brute_force(config, pages)
 

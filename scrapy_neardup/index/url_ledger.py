@@ -5,7 +5,6 @@ status change together for every process sharing the index."""
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
@@ -55,8 +54,7 @@ def add_url_skip(engine: Engine, rules: list[str], url: str, target: str, reques
     mode fetched, that the rules would have skipped)."""
     with engine.transaction():
         skip = engine.new_id(SKIP)
-        engine.put(SKIP, skip, {"url": url, "target": target, "request": request, "revived": 0,
-                                "rules": json.dumps(rules)})  # fmt: skip
+        engine.put(SKIP, skip, {"url": url, "target": target, "request": request, "revived": 0})
         for rule in rules:
             engine.add(SKIP_RULE, rule, skip)
 
@@ -77,27 +75,28 @@ def url_revived(engine: Engine, ids: list[int]) -> None:
             engine.put(SKIP, skip, {"revived": 1})
 
 
-def _skipped(engine: Engine) -> list[dict[str, Any]]:
+def _rules_of_skips(engine: Engine) -> dict[int, list[str]]:
+    """Each skipped request's rules (a rule that skipped any has evidence: it was adopted)."""
+    rules = [str(row[0]) for row in url_rules(engine)]
+    found: dict[int, list[str]] = {}
+    for rule, skips in zip(rules, engine.members(SKIP_RULE, rules), strict=True):
+        for skip in skips:
+            found.setdefault(skip, []).append(rule)
+    return found
+
+
+def _skipped(engine: Engine) -> list[tuple[int, dict[str, Any]]]:
     ids = list(engine.listing(SKIP))
-    return [found for found in engine.get(SKIP, ids) if found]
-
-
-def _rules(found: dict[str, Any]) -> list[str]:
-    """The rules that predicted a skipped request, as kept (a damaged list: none)."""
-    try:
-        rules = json.loads(found.get("rules") or "[]")
-    except (ValueError, TypeError, RecursionError):
-        return []
-    return [rule for rule in rules if isinstance(rule, str)] if isinstance(rules, list) else []
+    return [(skip, found) for skip, found in zip(ids, engine.get(SKIP, ids), strict=True) if found]
 
 
 def url_skip_counts(engine: Engine) -> dict[str, tuple[int, int]]:
     """For each rule, the requests it skipped and how many were scheduled again (tag mode's
     would-be skips left out)."""
-    counts: dict[str, tuple[int, int]] = {}
-    for found in _skipped(engine):
+    rules, counts = _rules_of_skips(engine), {}
+    for skip, found in _skipped(engine):
         if found.get("request"):
-            for rule in _rules(found):
+            for rule in rules.get(skip, ()):
                 count, revived = counts.get(rule, (0, 0))
                 counts[rule] = (count + 1, revived + bool(found.get("revived")))
     return counts
@@ -106,9 +105,10 @@ def url_skip_counts(engine: Engine) -> dict[str, tuple[int, int]]:
 def url_skipped(engine: Engine) -> list[tuple[str, str, bool | None, list[str]]]:
     """Every skipped request in the order skipped: (its URL, the page it was predicted to copy,
     whether it was scheduled again (None: tag mode fetched it), the rules that predicted it)."""
+    rules = _rules_of_skips(engine)
     return [
-        (str(found.get("url", "")), str(found.get("target", "")), _revived(found), _rules(found))
-        for found in _skipped(engine)
+        (str(found.get("url", "")), str(found.get("target", "")), _revived(found), rules.get(skip, []))
+        for skip, found in _skipped(engine)
     ]
 
 

@@ -1,0 +1,199 @@
+"""The SQLite engine: the engine protocol over the index file's own tables (``schema``).
+
+Documents are rows of their kind's table (``doc``: documents, ``run``: runs, ``skip``:
+url_skips, ``text``: texts), lookup keys and the rules' skips are rows of their tables, and
+the maps are tables too (meta, scopes, term_df, url_rules). The sets a record's own columns
+hold (its revisit key, its source, its scope's admitted pages) and the counts by status are
+read from the documents table, so adding to them writes nothing: a user's SQL sees one row a
+page. A transaction is BEGIN IMMEDIATE, or a savepoint inside one (a page of a batch).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Hashable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from ....config import DedupConfig
+from ...ledger import Ledger
+from .file import IndexFile
+from .opening import file_bytes
+
+TABLES = {"doc": "documents", "run": "runs", "skip": "url_skips", "text": "texts"}
+_ID = {"text": "doc"}  # the id column of a table whose id is not ``id``
+# Maps kept as tables: (table, key column, value column).
+MAPS = {
+    "meta": ("meta", "key", "value"), "scopes": ("scopes", "name", "id"),
+    "term_df": ("term_df", "term", "df"),
+    "url_same": ("url_rules", "rule", "same"), "url_differ": ("url_rules", "rule", "differ"),
+    "url_status": ("url_rules", "rule", "status"), "url_changed": ("url_rules", "rule", "changed_at"),
+}  # fmt: skip
+# Sets kept as tables: (table, key column, member column).
+SETS = {"lk": ("lookup_keys", "key", "doc"), "skip_rule": ("url_skip_rules", "rule", "skip")}
+# Sets read from the documents' own columns: (the condition on a key).
+DERIVED = {
+    "url": "scope = ? AND url_key = ?", "src": "source = ?", "admitted": "status = 'unique' AND scope = ?",
+}  # fmt: skip
+_CHUNK = 500  # values bound in one statement
+
+
+class SQLiteEngine:
+    """The engine protocol over one index file (``file.IndexFile``)."""
+
+    def __init__(self, path: str | Path, config: DedupConfig, timeout: float = 60.0, read_only: bool = False):
+        self.file = IndexFile(
+            path, config, timeout, not config.simhash_within_spotsigs, lambda: None, read_only
+        )
+        self.db, self.path, self.name = self.file.db, self.file.path, Path(path).name
+        self._savepoints = 0
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        if not self.db.in_transaction:
+            with self.file.transaction():
+                yield
+            return
+        self._savepoints += 1
+        name = f"s{self._savepoints}"
+        self.db.execute(f"SAVEPOINT {name}")
+        try:
+            yield
+        except BaseException:
+            if self.db.in_transaction:
+                self.db.execute(f"ROLLBACK TO {name}")
+                self.db.execute(f"RELEASE {name}")
+            raise
+        finally:
+            self._savepoints -= 1
+        self.db.execute(f"RELEASE {name}")
+
+    def new_id(self, kind: str) -> int:
+        table, column = TABLES[kind], _ID.get(kind, "id")
+        return self.db.execute(f"SELECT COALESCE(MAX({column}), 0) + 1 FROM {table}").fetchone()[0]
+
+    def put(self, kind: str, doc: int, fields: dict[str, Any]) -> None:
+        """An UPDATE of the row, else an INSERT (an upsert would meet the NOT NULL columns a
+        partial update leaves out)."""
+        table, column = TABLES[kind], _ID.get(kind, "id")
+        names = list(fields)
+        if names:
+            sets = ", ".join(f"{name} = ?" for name in names)
+            done = self.db.execute(f"UPDATE {table} SET {sets} WHERE {column} = ?", [*fields.values(), doc])
+            if done.rowcount:
+                return
+        self.db.execute(
+            f"INSERT INTO {table} ({', '.join([column, *names])}) VALUES (?{', ?' * len(names)})",
+            [doc, *fields.values()],
+        )
+
+    def get(self, kind: str, docs: Sequence[int]) -> list[dict[str, Any] | None]:
+        table, column = TABLES[kind], _ID.get(kind, "id")
+        found: dict[int, dict[str, Any]] = {}
+        for start in range(0, len(docs), _CHUNK):
+            chunk = list(docs[start : start + _CHUNK])
+            cursor = self.db.execute(f"SELECT * FROM {table} WHERE {column} IN ({_marks(chunk)})", chunk)
+            names = [c[0] for c in cursor.description]
+            for row in cursor:
+                values = dict(zip(names, row, strict=True))
+                found[values.pop(column)] = {k: v for k, v in values.items() if v is not None}
+        return [found.get(doc) for doc in docs]
+
+    def delete(self, kind: str, doc: int) -> None:
+        self.db.execute(f"DELETE FROM {TABLES[kind]} WHERE {_ID.get(kind, 'id')} = ?", (doc,))
+
+    def listing(self, kind: str) -> Iterator[int]:
+        column = _ID.get(kind, "id")
+        return (row[0] for row in self.db.execute(f"SELECT {column} FROM {TABLES[kind]} ORDER BY {column}"))
+
+    def add(self, name: str, key: Hashable, doc: int) -> None:
+        if name in SETS:
+            table, key_column, member = SETS[name]
+            self.db.execute(
+                f"INSERT OR IGNORE INTO {table} ({key_column}, {member}) VALUES (?, ?)", (key, doc)
+            )
+
+    def discard(self, name: str, key: Hashable, doc: int) -> None:
+        if name in SETS:
+            table, key_column, member = SETS[name]
+            self.db.execute(f"DELETE FROM {table} WHERE {key_column} = ? AND {member} = ?", (key, doc))
+
+    def members(self, name: str, keys: Sequence[Hashable]) -> list[set[int]]:
+        if name in DERIVED:
+            query = f"SELECT id FROM documents WHERE {DERIVED[name]}"
+            args = [key if isinstance(key, tuple) else (key,) for key in keys]
+            return [{row[0] for row in self.db.execute(query, arg)} for arg in args]
+        table, key_column, member = SETS[name]
+        found: dict[Any, set[int]] = {}
+        for start in range(0, len(keys), _CHUNK):
+            chunk = list(keys[start : start + _CHUNK])
+            query = f"SELECT {key_column}, {member} FROM {table} WHERE {key_column} IN ({_marks(chunk)})"
+            for key, doc in self.db.execute(query, chunk):
+                found.setdefault(key, set()).add(doc)
+        return [found.get(key, set()) for key in keys]
+
+    def map_get(self, name: str, fields: Sequence[str] | None = None) -> dict[str, Any]:
+        if name == "counts":
+            return dict(self.db.execute("SELECT status, COUNT(*) FROM documents GROUP BY status"))
+        table, key_column, value = MAPS[name]
+        query = f"SELECT {key_column}, {value} FROM {table} WHERE {value} IS NOT NULL"
+        if fields is None:
+            return dict(self.db.execute(query))
+        found: dict[str, Any] = {}
+        for start in range(0, len(fields), _CHUNK):
+            chunk = list(fields[start : start + _CHUNK])
+            found.update(
+                self.db.execute(f"{query} AND {key_column} IN ({','.join('?' * len(chunk))})", chunk)
+            )
+        return found
+
+    def map_set(self, name: str, values: dict[str, Any]) -> None:
+        table, key_column, value = MAPS[name]
+        self.db.executemany(
+            f"INSERT INTO {table} ({key_column}, {value}) VALUES (?, ?) "
+            f"ON CONFLICT({key_column}) DO UPDATE SET {value} = excluded.{value}",
+            list(values.items()),
+        )
+
+    def incr(self, name: str, field: str, by: int = 1) -> int:
+        if name == "counts":
+            return 0  # read from the documents' status
+        table, key_column, value = MAPS[name]
+        self.db.execute(
+            f"INSERT INTO {table} ({key_column}, {value}) VALUES (?, ?) "
+            f"ON CONFLICT({key_column}) DO UPDATE SET {value} = CAST({value} AS INTEGER) + excluded.{value}",
+            (field, by),
+        )
+        return int(
+            self.db.execute(f"SELECT {value} FROM {table} WHERE {key_column} = ?", (field,)).fetchone()[0]
+        )
+
+    def clear(self, names: Sequence[str], kinds: Sequence[str]) -> None:
+        tables = {MAPS[n][0] if n in MAPS else SETS[n][0] for n in names} | {TABLES[k] for k in kinds}
+        for table in sorted(tables):
+            self.db.execute(f"DELETE FROM {table}")
+
+    def size(self) -> int:
+        return file_bytes(self.path)
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def _marks(values: Sequence[Any]) -> str:
+    return ",".join("?" * len(values))
+
+
+class SQLiteLedger(Ledger):
+    """The ledger over an index file: brute-force candidates for now (the file's own search,
+    the lookup keys and spot lists of ``SQLiteIndex``, moves under the ledger next)."""
+
+    def __init__(self, path: str | Path, config: DedupConfig, timeout: float = 60.0, read_only: bool = False):
+        super().__init__(SQLiteEngine(path, config, timeout, read_only), config)
+
+    def is_storage_error(self, exc: Exception) -> bool:
+        return isinstance(exc, (sqlite3.Error, OSError))
+
+    def failure_advice(self, exc: Exception) -> str:
+        return f"the index {self.path} failed; free disk space or end what holds its lock"
