@@ -377,12 +377,10 @@ SIMHASH = Method(
 ALL: list[Method] = [EXACT, KSENTENCE, IMATCH, SPOTSIGS, MINHASH, SHINGLES, SIMHASH]
 BY_NAME = {m.name: m for m in ALL}
 BUILT_IN = tuple(m.name for m in ALL)
+# The fields every index keeps a column of, for the built-in methods that declare them (a
+# registered method keeps its signature in ``Fingerprint.extra``).
+STORED_FIELDS: tuple[Stored, ...] = tuple(stored for m in ALL for stored in m.stored)
 _RANK = {name: i for i, name in enumerate(BUILT_IN)}
-
-
-def stored_fields() -> tuple[Stored, ...]:
-    """The fields every index keeps a column of, for the built-in methods that declare them."""
-    return tuple(stored for m in ALL if m.name in BUILT_IN for stored in m.stored)
 
 
 def counts_terms(config: Config) -> bool:

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
-from ..methods import Fingerprint, stored_fields
+from ..methods import STORED_FIELDS, Fingerprint
 from ..signatures.spotsigs import SpotSet
 
 logger = logging.getLogger("scrapy_neardup")
@@ -89,15 +89,15 @@ def repeated_spots(blobs: list[bytes]) -> tuple[np.ndarray, np.ndarray, list[int
 
 
 # The fields a candidate is verified with, in the order of ``SIGNATURE_COLUMNS``: the ones every
-# index keeps, then each method's own (``methods.stored_fields``), then the page's.
+# index keeps, then each method's own (``methods.STORED_FIELDS``), then the page's.
 SIGNATURE_FIELDS = (
-    "id", "exact", "simhash", "spot_size", "spots", *(s.field for s in stored_fields()), "tokens", "language",
+    "id", "exact", "simhash", "spot_size", "spots", *(s.field for s in STORED_FIELDS), "tokens", "language",
     "extra",
 )  # fmt: skip
 SIGNATURE_COLUMNS = ", ".join(SIGNATURE_FIELDS)
 # Those stored as integers (a Redis reply is bytes until read as a number).
 INTEGER_FIELDS = frozenset(
-    {"simhash", "spot_size", "tokens", *(s.field for s in stored_fields() if s.sql == "INTEGER")}
+    {"simhash", "spot_size", "tokens", *(s.field for s in STORED_FIELDS if s.sql == "INTEGER")}
 )
 
 
@@ -119,7 +119,7 @@ def row_fingerprint(row: tuple) -> Fingerprint:
         exact=int.from_bytes(exact, "big") if exact else None,
         simhash=unsigned(sim) if sim is not None else None,
         spots=blob_spots(spots),
-        **{s.field: s.decode(value) for s, value in zip(stored_fields(), own, strict=True)},
+        **{s.field: s.decode(v) for s, v in zip(STORED_FIELDS, own, strict=True) if v is not None},
         extra=_extra(extra),
     )  # fmt: skip
 

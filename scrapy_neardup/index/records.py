@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..methods import Fingerprint, stored_fields
+from ..methods import STORED_FIELDS, Fingerprint
 from ..text import storable
 from ..verdict import Verdict
 from .base import Earlier, Match
@@ -40,7 +40,7 @@ def stored_row(
         "spot_size": spots.size if fp.judged else None,
         # A duplicate's spots are never loaded again: its Jaccard is recorded already.
         "spots": spots_blob(spots) if status == "unique" and len(spots) else None,
-        **{stored.field: stored.encode(getattr(fp, stored.field)) for stored in stored_fields()},
+        **{stored.field: stored.encode(getattr(fp, stored.field)) for stored in STORED_FIELDS},
         "extra": extra_json(fp.extra), "run": run, "url_key": key,
     }  # fmt: skip
 

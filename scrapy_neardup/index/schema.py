@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..config import SHAPING_KNOBS, DedupConfig
 from ..exceptions import IndexFileError
-from ..methods import stored_fields
+from ..methods import STORED_FIELDS
 from . import spot_search
 from .spot_search import SpotKeys
 
@@ -83,9 +83,9 @@ CREATE VIEW duplicates AS
     FROM documents d JOIN documents o ON o.id = d.duplicate_of
     WHERE d.status = 'duplicate'
 """
-# Each method's own columns come from the registry (``methods.stored_fields``).
+# Each method's own columns come from the registry (``methods.STORED_FIELDS``).
 SCHEMA = _SCHEMA.replace(
-    "@METHOD_COLUMNS@", "".join(f"{s.field} {s.sql},\n    " for s in stored_fields()).rstrip(" \n")
+    "@METHOD_COLUMNS@", "".join(f"{s.field} {s.sql},\n    " for s in STORED_FIELDS).rstrip(" \n")
 )
 
 

@@ -65,6 +65,12 @@ OWN_KEYS = (
 )  # fmt: skip
 OWN_KINDS = ("doc", "lk", "sl", "url", "src", "text", "run", *URL_KINDS)
 
+# Each signature field (but the id) as a record's hash holds it, and how its reply is read.
+_TEXTS = ("language", "extra")
+_READERS = tuple(
+    (name.encode(), reply_int if name in INTEGER_FIELDS else reply_text if name in _TEXTS else None)
+    for name in SIGNATURE_FIELDS[1:]
+)
 # What the exact bounds read of each candidate before its signatures (``bounds``).
 _BOUNDS = (b"url", b"status", b"scope", b"exact", b"simhash", b"spot_size", b"spots")
 # What a byte-identical copy's record takes from its original's.
@@ -309,13 +315,10 @@ class RedisIndex(RedisConnection, RedisReading, RedisSpots, RedisRuns, RedisUrls
     @staticmethod
     def _fingerprint(doc: int, values: dict[bytes, Any]) -> Fingerprint:
         row = [doc]
-        for name in SIGNATURE_FIELDS[1:]:
-            value = values[name.encode()]
-            if name in INTEGER_FIELDS:
-                value = reply_int(value) or 0 if name == "tokens" else reply_int(value)
-            elif name in ("language", "extra"):
-                value = reply_text(value)
-            row.append(value)
+        for key, read in _READERS:
+            value = values[key]
+            row.append(read(value) if read is not None else value)
+        row[-3] = row[-3] or 0  # tokens
         fp = row_fingerprint(tuple(row))
         raw = reply_int(values[b"raw_hash"])
         return dataclasses.replace(fp, raw_hash=unsigned(raw) << 64) if raw is not None else fp
