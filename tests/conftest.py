@@ -57,7 +57,7 @@ def zh_texts() -> list[str]:
     return [p.read_text(encoding="utf-8") for p in sorted(folder.glob("article-*.txt"))]
 
 
-BACKENDS = ("sqlite", "memory", "toy", "sqlite-ledger", "redis")
+BACKENDS = ("sqlite", "memory", "toy", "redis")
 
 
 @pytest.fixture(scope="session")
@@ -96,10 +96,6 @@ def make_index(backend: str, config, folder: Path, name: str = "index.db", redis
         return SQLiteIndex(folder / name, config)
     if backend == "memory":
         return MemoryIndex(config)
-    if backend == "sqlite-ledger":
-        from scrapy_neardup.index.engines.sqlite.engine import SQLiteLedger
-
-        return SQLiteLedger(folder / f"ledger-{name}", config)
     if backend == "toy":
         from toy_index import ToyIndex
 

@@ -200,14 +200,12 @@ def test_an_engine_under_the_ledger_gives_the_oracle_s_verdicts(
     the ledger written once."""
     from toy_index import ToyIndex
 
-    from scrapy_neardup.index.engines.sqlite.engine import SQLiteLedger
-
     config = DedupConfig(
         extractor="text", min_tokens=5, methods=methods, spotsigs_threshold=tau, scope=scope,
         minhash_threshold=tau, simhash_distance=6,
     )  # fmt: skip
     path = tmp_path_factory.mktemp(engine) / "index"
-    with Detector(config, (ToyIndex if engine == "toy" else SQLiteLedger)(path, config)) as detector:
+    with Detector(config, (ToyIndex if engine == "toy" else SQLiteIndex)(path, config)) as detector:
         found = [(v.duplicate, v.duplicate_of) for v in (detector.check(url, text) for url, text in pages)]
     assert found == brute_force(config, pages)
 
@@ -755,7 +753,7 @@ def test_simhash_blocks_are_probed_only_where_the_spot_search_can_miss_a_simhash
             lookup_keys.key(SIMHASH.kind, scope, table, bits) for table, bits in simhash_keys(fp.simhash, 6)
         }
         posted = lookup_keys.lookup_keys(fp, scope, config, simhash=index.file.stores_simhash, raw=True)
-        probed = lookup_keys.lookup_keys(fp, scope, config, simhash=index._probe_simhash)
+        probed = lookup_keys.lookup_keys(fp, scope, config, simhash=index.engine.search.probe_simhash)
         assert (blocks <= set(posted)) == (confirm < tau)
         assert (blocks <= set(probed)) == (confirm < tau)
         stored = {k for (k,) in index.db.execute("SELECT key FROM lookup_keys")}

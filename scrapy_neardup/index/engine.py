@@ -24,9 +24,6 @@ class Engine(Protocol):
 
     path: Any  # what messages name: a file, a server and key prefix
     name: str  # what a report calls it
-    # Every admitted page of a scope is a candidate of every probe (the tests' oracle); an engine
-    # without it is searched through the lookup keys and the spot lists.
-    brute_force: bool
 
     def transaction(self) -> AbstractContextManager[None]:
         """All the writes inside it or none; ``base.Conflict`` at its end when another process
@@ -80,3 +77,21 @@ class Engine(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+class Search(Protocol):
+    """An engine's own candidate search (its ``search`` attribute, where it has one): the
+    structures it keeps beside the ledger's lookup keys (SQLite's spot lists) and the query."""
+
+    def ready(self) -> None:
+        """Inside the transaction, before a judged page is recorded: its state made current."""
+        ...
+
+    def post(self, doc: int, fp: Any, scope: int) -> None:
+        """An admitted page becomes findable (its lookup keys are posted by the ledger)."""
+        ...
+
+    def find(self, probe: Any, scope: int) -> Iterator[tuple[int, Any]]:
+        """A superset of the scope's admitted pages a configured method calls a match of
+        ``probe``, loaded: exact copies first, then the others, each in id order."""
+        ...

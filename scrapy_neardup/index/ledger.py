@@ -2,15 +2,18 @@
 
 A page's record and verdict, its revisits, crawl runs and the confirmation of what they
 admitted, byte-identical copies, term statistics, learned URL rules (``url_ledger``) and what
-reports read. The engine only stores; what a record means is decided here. Candidates are
-every admitted page of the probe's scope (brute force: the oracle the searching indexes are
-tested against).
+reports read. The engine only stores; what a record means is decided here. An engine with
+a ``search`` of its own (``engine.Search``: SQLite's spot lists) finds the candidates; without
+one, they are every admitted page of the probe's scope (brute force: the oracle the searching
+indexes are tested against).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
+import logging
 import os
 import socket
 import time
@@ -29,6 +32,8 @@ from .engine import Engine
 from .lookup_keys import lookup_keys, raw_key
 from .records import clean_record, earlier_of, stored_row, verdict_of
 from .runs import of_earlier_crawl, running
+
+logger = logging.getLogger(__name__)
 
 DOC, RUN, TEXT = "doc", "run", "text"  # kinds of documents
 META, SCOPES, COUNTS, TERMS = "meta", "scopes", "counts", "term_df"  # maps
@@ -51,8 +56,9 @@ class Ledger:
         self._scope_ids: dict[str, int] = {}
         self._scope_names: dict[int, str] = {}
         self._simhash_keys = not config.simhash_within_spotsigs
-        with engine.transaction():
-            if not engine.map_get(META, ["application"]):
+        self.search = getattr(engine, "search", None)
+        if not engine.map_get(META, ["application"]):
+            with engine.transaction():
                 engine.map_set(META, dict(schema.meta_rows(config, self._simhash_keys)))
         meta = {k: str(v) for k, v in engine.map_get(META).items()}
         _, self._simhash_keys = schema.spot_keys(meta, config, self.path)
@@ -176,9 +182,12 @@ class Ledger:
     # --- candidates and term statistics -----------------------------------------------------
 
     def candidates(self, probe: Fingerprint, scope: str) -> Iterator[tuple[int, Fingerprint]]:
-        """Every admitted page of the scope, in id order."""
+        """The admitted pages of the scope a configured method may call a match of ``probe``: the
+        engine's search finds them, else every one (in id order)."""
         scope_id = self._scope_id(scope, create=False)
-        if scope_id is not None:
+        if scope_id is not None and self.search is not None:
+            yield from self.search.find(probe, scope_id)
+        elif scope_id is not None:
             yield from self._admitted(sorted(self.engine.members(ADMITTED, [scope_id])[0]), scope_id)
 
     def _admitted(self, ids: list[int], scope_id: int | None) -> Iterator[tuple[int, Fingerprint]]:
@@ -192,9 +201,9 @@ class Ledger:
 
     def term_stats(self, terms: tuple[str, ...]) -> CollectionStats:
         """The document frequencies of ``terms`` over the admitted pages (a method's idf)."""
-        df = self.engine.map_get(TERMS, list(terms))
-        docs = self.engine.map_get(META, ["term_docs"]).get("term_docs", 0)
-        return CollectionStats(int(docs), {t: int(n) for t, n in df.items() if int(n) > 0})
+        df = {t: _count(n) for t, n in self.engine.map_get(TERMS, list(terms)).items()}
+        docs = _count(self.engine.map_get(META, ["term_docs"]).get("term_docs"))
+        return CollectionStats(docs, {t: n for t, n in df.items() if n > 0})
 
     # --- byte-identical copies --------------------------------------------------------------
 
@@ -243,6 +252,8 @@ class Ledger:
     ) -> Verdict:  # fmt: skip
         """Store a page with its verdict; an admitted page becomes findable. A revisit ``replace``s
         its earlier record (same id, its old lookup keys removed, its first-seen time kept)."""
+        if self.search is not None and fp.judged:
+            self.search.ready()
         scope_id = self._scope_id(scope)
         row = stored_row(url, fp, scope_id, match, source, key, self._run, admit)
         old = None
@@ -255,6 +266,8 @@ class Ledger:
         if row["status"] == "unique":
             for lookup in lookup_keys(fp, scope_id, self.config, simhash=self._simhash_keys, raw=True):
                 self.engine.add(LOOKUP, lookup, doc_id)
+            if self.search is not None:
+                self.search.post(doc_id, fp, scope_id)
             if counts_terms(self.config) and fp.terms:
                 for term in fp.terms:
                     self.engine.incr(TERMS, term)
@@ -307,17 +320,23 @@ class Ledger:
         return clean_record(record)
 
     def documents(self) -> Iterator[dict]:
-        """Every recorded page in the order seen, streamed."""
-        for doc_id in self.engine.listing(DOC):
-            found = self.engine.get(DOC, [doc_id])[0]
-            if found:
-                yield self._read(doc_id, found)
+        """Every recorded page in the order seen, streamed a few hundred at a time."""
+        ids = self.engine.listing(DOC)
+        while chunk := list(itertools.islice(ids, 500)):
+            for doc_id, found in zip(chunk, self.engine.get(DOC, chunk), strict=True):
+                if found:
+                    yield self._read(doc_id, found)
 
     def text(self, doc_id: int) -> str | None:
+        """The main text kept for a page (its first ``keep_text`` characters), or None; a damaged
+        one is said and left out, never stopping the report."""
         found = self.engine.get(TEXT, [doc_id])[0]
         try:
             return zlib.decompress(found["text"]).decode("utf-8", errors="replace") if found else None
-        except (zlib.error, TypeError, KeyError):
+        except (zlib.error, TypeError, KeyError) as exc:
+            logger.warning(
+                "%s: the stored text of document %d is damaged (%s); left out", self.path, doc_id, exc
+            )
             return None
 
     def duplicate_edges(self) -> Iterator[tuple[int, int, float | None, str | None]]:
@@ -370,6 +389,13 @@ class Ledger:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _count(value: Any) -> int:
+    """A stored count, 0 for a damaged one (a file edited by hand)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return max(value, 0)
+    return int(value) if isinstance(value, str) and value.isdigit() else 0
 
 
 def _fingerprint(doc_id: int, doc: dict[str, Any]) -> Fingerprint:

@@ -97,6 +97,26 @@ def execute_statements(db: sqlite3.Connection, sql: str) -> None:
             db.execute(statement)
 
 
+URL_TABLES = """
+CREATE TABLE IF NOT EXISTS url_rules (
+    rule TEXT PRIMARY KEY, same INTEGER NOT NULL DEFAULT 0, differ INTEGER NOT NULL DEFAULT 0,
+    status TEXT NOT NULL DEFAULT 'learning', changed_at REAL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS url_skips (
+    id INTEGER PRIMARY KEY, url TEXT NOT NULL, target TEXT NOT NULL, request BLOB NOT NULL,
+    revived INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS url_skip_rules (
+    rule TEXT NOT NULL, skip INTEGER NOT NULL REFERENCES url_skips(id), PRIMARY KEY (rule, skip)
+) WITHOUT ROWID
+"""
+
+
+def create_url_tables(db: sqlite3.Connection) -> None:
+    """Make the tables (inside the caller's transaction), in a new file or one made without them."""
+    execute_statements(db, URL_TABLES)
+
+
 def create(db: sqlite3.Connection, config: DedupConfig, simhash_keys: bool) -> None:
     """Create the schema inside the caller's transaction."""
     execute_statements(db, SCHEMA)

@@ -11,15 +11,15 @@ page. A transaction is BEGIN IMMEDIATE, or a savepoint inside one (a page of a b
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 from collections.abc import Hashable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from ....config import DedupConfig
-from ...ledger import Ledger
+from ....text import storable
 from .file import IndexFile
 from .opening import file_bytes
+from .search import SQLiteSearch
 
 TABLES = {"doc": "documents", "run": "runs", "skip": "url_skips", "text": "texts"}
 _ID = {"text": "doc"}  # the id column of a table whose id is not ``id``
@@ -43,15 +43,20 @@ class SQLiteEngine:
     """The engine protocol over one index file (``file.IndexFile``)."""
 
     def __init__(self, path: str | Path, config: DedupConfig, timeout: float = 60.0, read_only: bool = False):
-        self.file = IndexFile(
-            path, config, timeout, not config.simhash_within_spotsigs, lambda: None, read_only
-        )
-        self.db, self.path, self.name = self.file.db, self.file.path, Path(path).name
+        simhash_keys = not config.simhash_within_spotsigs
+        self.file = IndexFile(path, config, timeout, simhash_keys, self._rolled_back, read_only)
+        self.db, self.path, self.name = self.file.db, self.file.path, storable(Path(path).name)
+        self.search = SQLiteSearch(self.db, config, self.file.spot_keys, self.path, simhash_keys)
         self._savepoints = 0
+
+    def _rolled_back(self) -> None:
+        if hasattr(self, "search"):
+            self.search.forget()
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
         if not self.db.in_transaction:
+            self.search.begin()
             with self.file.transaction():
                 yield
             return
@@ -64,6 +69,7 @@ class SQLiteEngine:
             if self.db.in_transaction:
                 self.db.execute(f"ROLLBACK TO {name}")
                 self.db.execute(f"RELEASE {name}")
+            self.search.forget()
             raise
         finally:
             self._savepoints -= 1
@@ -183,17 +189,3 @@ class SQLiteEngine:
 
 def _marks(values: Sequence[Any]) -> str:
     return ",".join("?" * len(values))
-
-
-class SQLiteLedger(Ledger):
-    """The ledger over an index file: brute-force candidates for now (the file's own search,
-    the lookup keys and spot lists of ``SQLiteIndex``, moves under the ledger next)."""
-
-    def __init__(self, path: str | Path, config: DedupConfig, timeout: float = 60.0, read_only: bool = False):
-        super().__init__(SQLiteEngine(path, config, timeout, read_only), config)
-
-    def is_storage_error(self, exc: Exception) -> bool:
-        return isinstance(exc, (sqlite3.Error, OSError))
-
-    def failure_advice(self, exc: Exception) -> str:
-        return f"the index {self.path} failed; free disk space or end what holds its lock"

@@ -21,7 +21,6 @@ from ....exceptions import IndexFileError
 from ... import schema
 from .checkpoint import Checkpointer
 from .opening import check_intact, connect_read_only, read_schema, unusable
-from .urls import create_url_tables
 
 logger = logging.getLogger(__name__)
 
@@ -110,7 +109,7 @@ class IndexFile:
             check_intact(self.db, self.path)  # never write into a damaged file
             if "url_skip_rules" not in tables:  # a new file, or one made before URL rules were kept
                 with self.transaction():
-                    create_url_tables(self.db)
+                    schema.create_url_tables(self.db)
         try:
             meta = dict(self.db.execute("SELECT key, value FROM meta"))
             self.spot_keys, self.stores_simhash = schema.spot_keys(meta, self.config, self.path)
