@@ -56,6 +56,9 @@ def crawl(name: str, start_url: str, redis_url: str) -> subprocess.Popen:
         "NEARDUP_INDEX": redis_url, "REDIS_URL": redis_url, "NEARDUP_REPORT": "",
         "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
         "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
+        # The first crawler to close would otherwise clear the shared URL filter under the other,
+        # which would then fetch every page again (revisits, stored again).
+        "SCHEDULER_PERSIST": "True",
         "CONCURRENT_REQUESTS": "2", "DOWNLOAD_DELAY": "0.2", "LOG_FILE": str(OUTPUT / f"redis-{name}.log"),
         "STATS_FILE": str(OUTPUT / f"redis-{name}-stats.json"),
     }  # fmt: skip
