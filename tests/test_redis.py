@@ -309,7 +309,7 @@ def test_an_index_the_server_lost_is_made_anew(redis_url, caplog):
     assert not detector.check("http://a.example/1", GROUPS[0]).duplicate
     for key in index.r.scan_iter(match=index.k("*")):
         index.r.delete(key)
-    index._checks = 0  # the next check looks for the meta
+    index.engine._checks = 0  # the next check looks for the meta
     assert not detector.check("http://a.example/2", GROUPS[1]).duplicate
     assert detector.check("http://a.example/3", GROUPS[1]).duplicate
     assert "the index is gone from Redis" in caplog.text

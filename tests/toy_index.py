@@ -96,6 +96,9 @@ class ToyEngine:
         self.map_set(name, {field: value})
         return value
 
+    def bump(self, name: str, field: str, by: int = 1) -> None:
+        self.incr(name, field, by)
+
     def clear(self, names: Sequence[str], kinds: Sequence[str]) -> None:
         for name in names:
             self.data["maps"].pop(name, None)

@@ -65,7 +65,12 @@ class Engine(Protocol):
         ...
 
     def incr(self, name: str, field: str, by: int = 1) -> int:
-        """Add to a map's counter (made at 0) and return its new value."""
+        """Add to a map's counter (made at 0) and return its new value (read: inside a
+        transaction, another process's change makes it fail)."""
+        ...
+
+    def bump(self, name: str, field: str, by: int = 1) -> None:
+        """Add to a map's counter without reading it (counts that no decision reads)."""
         ...
 
     def clear(self, names: Sequence[str], kinds: Sequence[str]) -> None:
@@ -89,6 +94,10 @@ class Search(Protocol):
 
     def post(self, doc: int, fp: Any, scope: int) -> None:
         """An admitted page becomes findable (its lookup keys are posted by the ledger)."""
+        ...
+
+    def unpost(self, doc: int, fp: Any, scope: int) -> None:
+        """A page is no longer admitted (a revisit changed it); a stale posting may stay."""
         ...
 
     def find(self, probe: Any, scope: int) -> Iterator[tuple[int, Any]]:

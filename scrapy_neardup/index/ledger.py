@@ -11,7 +11,6 @@ indexes are tested against).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import itertools
 import logging
 import os
@@ -27,10 +26,10 @@ from ..text import storable
 from ..verdict import Verdict
 from . import schema, url_ledger
 from .base import Earlier, Match
-from .codecs import SIGNATURE_FIELDS, damaged_record, row_fingerprint, unsigned
+from .codecs import damaged_record
 from .engine import Engine
 from .lookup_keys import lookup_keys, raw_key
-from .records import clean_record, earlier_of, stored_row, verdict_of
+from .records import clean_record, earlier_of, stored_fingerprint, stored_row, verdict_of
 from .runs import of_earlier_crawl, running
 
 logger = logging.getLogger(__name__)
@@ -77,7 +76,10 @@ class Ledger:
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[Ledger]:
-        with self.transaction():
+        """Many pages in one transaction, all or none (a scan's batch), where the engine has such
+        a unit (an engine's ``batch`` says otherwise: in Redis each page is its own)."""
+        own = getattr(self.engine, "batch", None)
+        with own() if own is not None else self.transaction():
             yield self
 
     # --- crawl runs -----------------------------------------------------------------------
@@ -134,15 +136,16 @@ class Ledger:
     # --- a page's own records -----------------------------------------------------------------
 
     def _scope_id(self, name: str, create: bool = True) -> int | None:
-        """The scope's id; made (inside a transaction) unless ``create`` is False."""
+        """The scope's id; made (inside a transaction) unless ``create`` is False. A damaged id
+        (an index written by another program) is no id: the scope gets a new one."""
         if name not in self._scope_ids:
             found = self.engine.map_get(SCOPES, [name]).get(name)
-            if found is None and not create:
-                return None
-            if found is None:
+            if not (isinstance(found, int) and not isinstance(found, bool) and found >= 0):
+                if not create:
+                    return None
                 found = self.engine.incr(META, "scope_next")
                 self.engine.map_set(SCOPES, {name: found})
-            self._scope_ids[name] = int(found)
+            self._scope_ids[name] = found
         return self._scope_ids[name]
 
     def source_record(self, source: str) -> tuple[int, str, str | None] | None:
@@ -195,7 +198,7 @@ class Ledger:
         for doc_id, doc in zip(ids, self.engine.get(DOC, ids), strict=True):
             if doc and doc.get("status") == "unique" and doc.get("scope") == scope_id:
                 try:
-                    yield doc_id, _fingerprint(doc_id, doc)
+                    yield doc_id, stored_fingerprint(doc_id, doc)
                 except (ValueError, TypeError, OverflowError, RecursionError) as exc:
                     damaged_record(self.path, doc_id, exc)
 
@@ -270,8 +273,8 @@ class Ledger:
                 self.search.post(doc_id, fp, scope_id)
             if counts_terms(self.config) and fp.terms:
                 for term in fp.terms:
-                    self.engine.incr(TERMS, term)
-                self.engine.incr(META, "term_docs")
+                    self.engine.bump(TERMS, term)
+                self.engine.bump(META, "term_docs")
         if self.config.keep_text and fp.text:
             text = zlib.compress(storable(fp.text[: self.config.keep_text]).encode("utf-8"), 6)
             self.engine.put(TEXT, doc_id, {"text": text})
@@ -284,13 +287,14 @@ class Ledger:
         lookup keys (its content changed) and its count."""
         engine, scope_id = self.engine, row["scope"]
         if old is not None:
-            engine.incr(COUNTS, str(old.get("status")), -1)
+            engine.bump(COUNTS, str(old.get("status")), -1)
             if old.get("status") == "unique":
-                engine.discard(ADMITTED, old.get("scope"), doc_id)
+                if self.search is None:
+                    engine.discard(ADMITTED, old.get("scope"), doc_id)
                 self._unpost(doc_id, old)
         engine.put(DOC, doc_id, row)  # every field of a record: None removes an old one
-        engine.incr(COUNTS, row["status"])
-        if row["status"] == "unique":
+        engine.bump(COUNTS, row["status"])
+        if row["status"] == "unique" and self.search is None:  # a searching engine finds its own
             engine.add(ADMITTED, scope_id, doc_id)
         if row.get("url_key") is not None:
             engine.add(BY_KEY, (scope_id, row["url_key"]), doc_id)
@@ -299,12 +303,14 @@ class Ledger:
 
     def _unpost(self, doc_id: int, old: dict[str, Any]) -> None:
         try:
-            fp = _fingerprint(doc_id, old)
+            fp = stored_fingerprint(doc_id, old)
         except (ValueError, TypeError, OverflowError, RecursionError) as exc:
             damaged_record(self.path, doc_id, exc)  # its keys stay: each is verified where it leads
             return
         for lookup in lookup_keys(fp, old.get("scope"), self.config, simhash=self._simhash_keys, raw=True):
             self.engine.discard(LOOKUP, lookup, doc_id)
+        if self.search is not None:
+            self.search.unpost(doc_id, fp, old.get("scope"))
 
     # --- what reports read ----------------------------------------------------------------
 
@@ -381,6 +387,11 @@ class Ledger:
     def forget_url_rules(self) -> None:
         url_ledger.forget_url_rules(self.engine)
 
+    def stored(self, doc_id: int) -> tuple[Fingerprint, str | None, str | None]:
+        """A record's stored signatures, source and revisit key (to copy the index elsewhere)."""
+        found = self.engine.get(DOC, [doc_id])[0] or {}
+        return stored_fingerprint(doc_id, found), found.get("source"), found.get("url_key")
+
     def close(self) -> None:
         self.engine.close()
 
@@ -396,11 +407,3 @@ def _count(value: Any) -> int:
     if isinstance(value, int) and not isinstance(value, bool):
         return max(value, 0)
     return int(value) if isinstance(value, str) and value.isdigit() else 0
-
-
-def _fingerprint(doc_id: int, doc: dict[str, Any]) -> Fingerprint:
-    """A stored record's signatures (``ValueError`` or ``TypeError`` for a damaged one)."""
-    row = (doc_id, *(doc.get(name) for name in SIGNATURE_FIELDS[1:]))
-    fp = row_fingerprint((*row[:-3], doc.get("tokens") or 0, *row[-2:]))
-    raw = doc.get("raw_hash")
-    return dataclasses.replace(fp, raw_hash=unsigned(raw) << 64) if isinstance(raw, int) else fp

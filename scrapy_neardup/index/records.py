@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -9,7 +10,7 @@ from ..methods import STORED_FIELDS, Fingerprint
 from ..text import storable
 from ..verdict import Verdict
 from .base import Earlier, Match
-from .codecs import extra_json, signed, spots_blob
+from .codecs import SIGNATURE_FIELDS, extra_json, row_fingerprint, signed, spots_blob, unsigned
 
 
 def stored_row(
@@ -93,3 +94,30 @@ def clean_record(record: dict) -> dict:
     if not isinstance(record["duplicate_of"], int):
         record["duplicate_of"] = None
     return record
+
+
+def stored_fingerprint(doc_id: int, doc: dict[str, Any]) -> Fingerprint:
+    """A stored record's signatures, from its fields (``ValueError`` or ``TypeError`` for a
+    damaged one)."""
+    row = (doc_id, *(doc.get(name) for name in SIGNATURE_FIELDS[1:]))
+    fp = row_fingerprint((*row[:-3], doc.get("tokens") or 0, *row[-2:]))
+    raw = doc.get("raw_hash")
+    return dataclasses.replace(fp, raw_hash=unsigned(raw) << 64) if isinstance(raw, int) else fp
+
+
+# The type of each field of the ledger's documents, for an engine that stores bytes only
+# (Redis): ``int``, ``float``, ``str`` or ``bytes``; a field not listed is text.
+FIELD_TYPES: dict[str, dict[str, type]] = {
+    "doc": {
+        **dict.fromkeys(("scope", "tokens", "duplicate_of", "raw_hash", "simhash", "spot_size", "run"), int),
+        **dict.fromkeys(("seen_at", "similarity"), float),
+        **dict.fromkeys(("exact", "spots"), bytes),
+        **{s.field: int if s.sql == "INTEGER" else bytes for s in STORED_FIELDS},
+        **dict.fromkeys(
+            ("url", "title", "source", "status", "skip_reason", "language", "method", "extra", "url_key"), str
+        ),
+    },
+    "run": {"started_at": float, "ended_at": float, "action": str, "host": str, "pid": int},
+    "skip": {"url": str, "target": str, "request": bytes, "revived": int},
+    "text": {"text": bytes},
+}

@@ -6,13 +6,16 @@ status change together for every process sharing the index."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ..url_rule import next_status
+from .base import Conflict
 from .engine import Engine
 
 SAME, DIFFER, STATUS, CHANGED = "url_same", "url_differ", "url_status", "url_changed"
 SKIP, SKIP_RULE = "skip", "skip_rule"  # a skipped request's document; the set of a rule's skips
+TRIES = 50  # of a rule's update while other crawlers keep changing the rules (an optimistic engine)
 
 
 def url_rules(engine: Engine) -> list[tuple[str, Any, Any, Any]]:
@@ -24,11 +27,28 @@ def url_rules(engine: Engine) -> list[tuple[str, Any, Any, Any]]:
     ]
 
 
+def _retried(work: Callable[[], Any]) -> Any:
+    """``work`` in a transaction, again while another process changes what it read (an
+    optimistic engine's ``Conflict``): crawlers sharing an index add evidence at once."""
+    for _ in range(TRIES - 1):
+        try:
+            return work()
+        except Conflict:
+            continue
+    return work()
+
+
 def add_url_evidence(
     engine: Engine, changes: dict[str, tuple[int, int]], adopt_at: int
 ) -> dict[str, tuple[int, int, str, str]]:
     """Add (same, differ) to rules' evidence and apply ``next_status`` in one transaction; each
     rule's totals, as every process made them, and its status before and after."""
+    return _retried(lambda: _add_evidence(engine, changes, adopt_at))
+
+
+def _add_evidence(
+    engine: Engine, changes: dict[str, tuple[int, int]], adopt_at: int
+) -> dict[str, tuple[int, int, str, str]]:
     totals, now = {}, time.time()
     with engine.transaction():
         for rule, (same, differ) in changes.items():
@@ -44,9 +64,12 @@ def add_url_evidence(
 
 
 def set_url_rule(engine: Engine, rule: str, status: str, at: float | None) -> None:
-    with engine.transaction():
-        engine.map_set(STATUS, {rule: status})
-        engine.map_set(CHANGED, {rule: at if at is not None else time.time()})
+    def work() -> None:
+        with engine.transaction():
+            engine.map_set(STATUS, {rule: status})
+            engine.map_set(CHANGED, {rule: at if at is not None else time.time()})
+
+    _retried(work)
 
 
 def add_url_skip(engine: Engine, rules: list[str], url: str, target: str, request: bytes) -> None:

@@ -109,6 +109,9 @@ class MemoryEngine:
         self.map_set(name, {field: value})
         return value
 
+    def bump(self, name: str, field: str, by: int = 1) -> None:
+        self.incr(name, field, by)
+
     def clear(self, names: Sequence[str], kinds: Sequence[str]) -> None:
         for name in names:
             if name in self.state["maps"]:

@@ -64,10 +64,10 @@ def unreachable(exc: Exception) -> str:
 
 # The type of each of an index's own keys of fixed name (but its meta, checked before).
 KEY_TYPES = {
-    **dict.fromkeys(("next", "scope_next", "run_next", "term_docs", "url_skip_next"), b"string"),
-    **dict.fromkeys(("scopes", "counts", "urls", "classes", "df"), b"hash"),
-    **dict.fromkeys(("url_same", "url_differ", "url_status"), b"hash"),
-    **dict.fromkeys(("runs", "dups", "spotted", "url_skip_ids"), b"set"), "ids": b"zset",
+    **dict.fromkeys(("next", "run_next", "url_skip_next"), b"string"),
+    **dict.fromkeys(("scopes", "counts", "classes", "df"), b"hash"),
+    **dict.fromkeys(("url_same", "url_differ", "url_status", "url_changed"), b"hash"),
+    **dict.fromkeys(("runs", "spotted", "url_skip_ids"), b"set"), "ids": b"zset",
 }  # fmt: skip
 # A missing key's reply to each read ``ReadsAsMissing`` answers for.
 _MISSING: dict[str, Callable[..., Any]] = {
@@ -125,9 +125,7 @@ class RedisConnection:
                 pipe.watch(meta_key)
                 if not pipe.exists(meta_key):
                     taken = fresh_server and [
-                        name
-                        for name in ("ids", "counts", "dups", "urls", "next", "doc:1")
-                        if pipe.exists(self.k(name))
+                        name for name in ("ids", "counts", "next", "doc:1") if pipe.exists(self.k(name))
                     ]
                     if taken:
                         raise IndexFileError(
@@ -168,17 +166,27 @@ class RedisConnection:
                 kind = found.decode()
                 logger.warning("%s: key %s is no key of the index (a %s); deleted", self.path, name, kind)
                 self.r.delete(self.k(name))
-        ids = {"next": "doc", "scope_next": None, "run_next": "run", "url_skip_next": "url_skip"}
+        ids = {"next": "doc", "run_next": "run", "url_skip_next": "url_skip"}
         for name, kind in ids.items():
             value = self.r.get(self.k(name))
-            if value is None or reply_count(value) is not None:
+            if reply_count(value) is not None:
                 continue
+            # Lost or damaged: past every id in use, so that no record is written over another.
             used = [self.k(kind, "")] if kind else []
             found = (reply_int(key.rsplit(b":", 1)[1]) or 0 for key in self._scan(used))
             top = max((i for i in found if i < 1 << 60), default=0)
+            if value is None and not top:
+                continue  # a new index
             logger.warning("%s: counter %s is damaged; set past the ids in use (%d)", self.path, name, top)
             self.r.delete(self.k(name))
             self.r.set(self.k(name), top + 1_000_000)
+        meta = self.r.hmget(self.k("meta"), "scope_next", "term_docs")
+        if meta[0] is not None and reply_count(meta[0]) is None:  # past every scope id in use
+            used = [reply_count(v) or 0 for v in self.r.hgetall(self.k("scopes")).values()]
+            logger.warning("%s: counter scope_next is damaged; set past the scopes in use", self.path)
+            self.r.hset(self.k("meta"), "scope_next", max(used, default=0) + 1_000_000)
+        if meta[1] is not None and reply_count(meta[1]) is None:
+            self.r.hdel(self.k("meta"), "term_docs")
         for total in ("counts", "df", "url_same", "url_differ"):
             bad = [f for f, v in self.r.hgetall(self.k(total)).items() if reply_count(v) is None]
             if bad:

@@ -175,6 +175,9 @@ class SQLiteEngine:
             self.db.execute(f"SELECT {value} FROM {table} WHERE {key_column} = ?", (field,)).fetchone()[0]
         )
 
+    def bump(self, name: str, field: str, by: int = 1) -> None:
+        self.incr(name, field, by)
+
     def clear(self, names: Sequence[str], kinds: Sequence[str]) -> None:
         tables = {MAPS[n][0] if n in MAPS else SETS[n][0] for n in names} | {TABLES[k] for k in kinds}
         for table in sorted(tables):

@@ -49,6 +49,9 @@ class SQLiteSearch:
         """An admitted page's spot postings (its lookup keys are the ledger's)."""
         self.spots.post(doc_id, fp.spots, scope_id)
 
+    def unpost(self, doc_id: int, fp: Fingerprint, scope_id: int) -> None:
+        """Nothing: a stale spot posting only adds a candidate, read back with its real status."""
+
     def find(self, probe: Fingerprint, scope_id: int) -> Iterator[tuple[int, Fingerprint]]:
         """Admitted pages of the scope that could match ``probe`` by some configured method,
         loaded: its exact copies first, then the others, each in id order. An exact copy

@@ -1,0 +1,271 @@
+"""The Redis engine: the engine protocol over one key prefix, and the index's own search.
+
+A document is a hash (``<prefix>:doc:<id>``), listed in a sorted set or a set of its kind; a
+set is a Redis set, a map a Redis hash. Inside a transaction every read WATCHes its keys and
+every write is queued for one MULTI/EXEC (``connection``), so the ledger's check and record
+are atomic against every crawler sharing the index: another process that changed what was
+read makes the transaction fail (``Conflict``) and the page is judged again. Values are
+stored as Redis keeps them (bytes) and read back by the ledger's field types
+(``records.FIELD_TYPES``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Hashable, Iterator, Sequence
+from typing import Any
+
+from ....config import DedupConfig
+from ....methods import Fingerprint
+from ....text import storable
+from ...bounds import may_match
+from ...codecs import damaged_record
+from ...lookup_keys import lookup_keys
+from ...records import FIELD_TYPES, stored_fingerprint
+from ...spot_search import shared
+from .connection import RedisConnection, read_as_missing, unlink_keys
+from .replies import reply_float, reply_ids, reply_int, reply_text
+from .spots import RedisSpots
+
+# Each document kind's hash key, the listing of its ids (a sorted set for pages, sets for the
+# rest) and the counter its ids come from.
+KINDS = {"doc": "doc", "run": "run", "skip": "url_skip", "text": "text"}
+LISTINGS = {"doc": "ids", "run": "runs", "skip": "url_skip_ids"}
+COUNTERS = {"doc": "next", "run": "run_next", "skip": "url_skip_next"}
+# INCR KEYS[1] until no key KEYS[2]..id exists (one round trip, as INCR alone).
+NEW_ID = """
+local id = redis.call('INCR', KEYS[1])
+while redis.call('EXISTS', KEYS[2] .. id) == 1 do id = redis.call('INCR', KEYS[1]) end
+return id
+"""
+# A field every document of a kind has: one without it is missing (or damaged).
+PRESENT = {"doc": "status", "run": "started_at", "skip": "url", "text": "text"}
+# Maps: their hash keys.
+MAPS = {"meta": "meta", "scopes": "scopes", "term_df": "df", "counts": "counts", "url_same": "url_same",
+        "url_differ": "url_differ", "url_status": "url_status", "url_changed": "url_changed"}  # fmt: skip
+# Sets: their keys' kind (``<prefix>:<kind>:<key>``).
+SETS = {"lk": "lk", "url": "url", "src": "src", "skip_rule": "url_skip_rule", "admitted": "admitted"}
+_READ = {int: reply_int, float: reply_float, str: reply_text, bytes: lambda v: v}
+# What the exact bounds read of each candidate before its signatures (``bounds``).
+_BOUNDS = ("status", "scope", "exact", "simhash", "spot_size", "spots")
+
+
+class RedisEngine(RedisConnection, RedisSpots):
+    """Storage and search over the keys of one prefix (``r``, ``k``: ``index.RedisIndex`` opens it)."""
+
+    search: RedisEngine
+
+    def __init__(self, r: Any, prefix: str, config: DedupConfig, path: str) -> None:
+        self.r, self.prefix, self.config, self.path, self.name = r, prefix, config, path, prefix
+        self._probe_simhash = not config.simhash_within_spotsigs
+        self.classes = None
+        self._watching: Any = None  # the transaction's pipeline, WATCHing what it reads
+        self._writes: list = []
+        self._urls: dict[int, bytes] = {}
+        self._checks = 0  # transactions begun: every 256th looks whether the server lost the index
+        self.search = self
+        self._open()
+
+    def k(self, *parts: object) -> bytes:
+        """A key of this index."""
+        return ":".join([self.prefix, *map(str, parts)]).encode("utf-8", "surrogatepass")
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """A page's transaction; one begun inside another (a page of a scan's batch) is part of it."""
+        if self._watching is not None:
+            yield
+            return
+        with RedisConnection.transaction(self):
+            yield
+
+    # --- documents ------------------------------------------------------------------------
+
+    def new_id(self, kind: str) -> int:
+        """The counter's next value that no key holds (a counter written back by another program
+        must not put a record over one, or over a key of another type)."""
+        if getattr(self, "_new_id", None) is None:
+            self._new_id = self.r.register_script(NEW_ID)
+        return int(self._new_id(keys=[self.k(COUNTERS[kind]), self.k(KINDS[kind], "")]))
+
+    def put(self, kind: str, doc: int, fields: dict[str, Any]) -> None:
+        key, listing = self.k(KINDS[kind], doc), LISTINGS.get(kind)
+        present = {name: value for name, value in fields.items() if value is not None}
+        gone = [name for name, value in fields.items() if value is None]
+
+        def write(pipe: Any) -> None:
+            if present:
+                pipe.hset(key, mapping=present)
+            if gone:
+                pipe.hdel(key, *gone)
+            if listing == "ids":
+                pipe.zadd(self.k(listing), {doc: doc})
+            elif listing:
+                pipe.sadd(self.k(listing), doc)
+
+        self._write(write)
+
+    def get(self, kind: str, docs: Sequence[int]) -> list[dict[str, Any] | None]:
+        return self._fields(kind, list(docs), tuple(FIELD_TYPES[kind]))
+
+    def _fields(self, kind: str, docs: list[int], names: tuple[str, ...]) -> list[dict[str, Any] | None]:
+        """These fields of each document, read by their types (None for a missing document)."""
+        types, present = FIELD_TYPES[kind], PRESENT[kind]
+        names = names if present in names else (*names, present)
+        rows = self._read([self.k(KINDS[kind], doc) for doc in docs], lambda key: ("HMGET", key, *names))
+        found: list[dict[str, Any] | None] = []
+        for row in rows:
+            values = {
+                name: _READ[types.get(name, str)](value) for name, value in zip(names, row, strict=True)
+            }
+            found.append({k: v for k, v in values.items() if v is not None} if values[present] else None)
+        return found
+
+    def delete(self, kind: str, doc: int) -> None:
+        key, listing = self.k(KINDS[kind], doc), LISTINGS.get(kind)
+
+        def write(pipe: Any) -> None:
+            pipe.delete(key)
+            if listing == "ids":
+                pipe.zrem(self.k(listing), doc)
+            elif listing:
+                pipe.srem(self.k(listing), doc)
+
+        self._write(write)
+
+    def listing(self, kind: str) -> Iterator[int]:
+        listing = self.k(LISTINGS[kind])
+        if LISTINGS[kind] != "ids":
+            yield from sorted(reply_ids(self.r.smembers(listing)))
+            return
+        start = 0
+        while chunk := reply_ids(self.r.zrange(listing, start, start + 999)):
+            yield from chunk
+            start += 1000
+
+    # --- sets and maps ----------------------------------------------------------------------
+
+    def _set(self, name: str, key: Hashable) -> bytes:
+        parts = key if isinstance(key, tuple) else (key,)
+        return self.k(SETS[name], *(storable(p) if isinstance(p, str) else p for p in parts))
+
+    def add(self, name: str, key: Hashable, doc: int) -> None:
+        set_key = self._set(name, key)
+        self._write(lambda pipe: pipe.sadd(set_key, doc))
+
+    def discard(self, name: str, key: Hashable, doc: int) -> None:
+        set_key = self._set(name, key)
+        self._write(lambda pipe: pipe.srem(set_key, doc))
+
+    def members(self, name: str, keys: Sequence[Hashable]) -> list[set[int]]:
+        replies = self._read([self._set(name, key) for key in keys], lambda key: ("SMEMBERS", key))
+        return [set(reply_ids(members or ())) for members in replies]
+
+    def map_get(self, name: str, fields: Sequence[str] | None = None) -> dict[str, Any]:
+        key = self.k(MAPS[name])
+        if fields is None:
+            (reply,) = self._read([key], lambda k: ("HGETALL", k))
+            pairs = reply.items() if isinstance(reply, dict) else zip(reply[::2], reply[1::2], strict=True)
+        else:
+            fields = list(fields)
+            (reply,) = self._read([key], lambda k: ("HMGET", k, *fields)) if fields else ([],)
+            pairs = zip(fields, reply, strict=True)
+        found = {}
+        for field, value in pairs:
+            if value is not None:
+                field = reply_text(field) if isinstance(field, bytes) else field
+                found[field] = reply_int(value) if reply_int(value) is not None else reply_text(value)
+        return found
+
+    def map_set(self, name: str, values: dict[str, Any]) -> None:
+        key = self.k(MAPS[name])
+        present = {field: value for field, value in values.items() if value is not None}
+        gone = [field for field, value in values.items() if value is None]
+
+        def write(pipe: Any) -> None:
+            if present:
+                pipe.hset(key, mapping=present)
+            if gone:
+                pipe.hdel(key, *gone)
+
+        self._write(write)
+
+    def bump(self, name: str, field: str, by: int = 1) -> None:
+        """Add to a counter without reading it: no other crawler's count conflicts with this page."""
+        key = self.k(MAPS[name])
+        self._write(lambda pipe: pipe.hincrby(key, field, by))
+
+    def incr(self, name: str, field: str, by: int = 1) -> int:
+        key = self.k(MAPS[name])
+        if self._watching is None:
+            return int(self.r.hincrby(key, field, by))
+        (old,) = self._read([key], lambda k: ("HGET", k, field))
+        self._write(lambda pipe: pipe.hincrby(key, field, by))
+        return (reply_int(old) or 0) + by
+
+    def clear(self, names: Sequence[str], kinds: Sequence[str]) -> None:
+        keys = [self.k(MAPS[n]) for n in names if n in MAPS]
+        keys += [self.k(LISTINGS[k]) for k in kinds if k in LISTINGS]
+        keys += [self.k(COUNTERS[k]) for k in kinds if k in COUNTERS]
+        prefixes = [self.k(SETS[n]) for n in names if n in SETS] + [self.k(KINDS[k]) for k in kinds]
+        unlink_keys(self.r, keys, prefixes)
+
+    def _hmget(self, keys: list[bytes], fields: tuple[bytes, ...]) -> list[list[Any]]:
+        """These fields of each hash, unwatched (the spot order's freeze reads every page so)."""
+        pipe = self.r.pipeline(transaction=False)
+        for key in keys:
+            pipe.hmget(key, *fields)
+        return read_as_missing([("HMGET", key, *fields) for key in keys], pipe.execute(raise_on_error=False))
+
+    def size(self) -> int:
+        return int(self.r.info("memory").get("used_memory", 0))
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.r.close()
+
+    # --- the search (``engine.Search``) -------------------------------------------------------
+
+    def ready(self) -> None:
+        """Nothing to do: a transaction loads the frozen spot order, or makes it, as it begins."""
+
+    def post(self, doc_id: int, fp: Fingerprint, scope_id: int) -> None:
+        fields = self._posting_fields(fp.spots, scope_id)
+        if fields:
+            self._write(
+                lambda pipe: (self._append(pipe, doc_id, fields), pipe.sadd(self.k("spotted"), doc_id))
+            )
+
+    def unpost(self, doc_id: int, fp: Fingerprint, scope_id: int) -> None:
+        """A page no longer admitted leaves the freeze's count (its stale postings only add
+        candidates, which are verified against its record)."""
+        self._write(lambda pipe: pipe.srem(self.k("spotted"), doc_id))
+
+    def find(self, probe: Fingerprint, scope_id: int) -> Iterator[tuple[int, Fingerprint]]:
+        """The admitted pages of the scope sharing a lookup key or enough spot lists with ``probe``,
+        each read WATCHed: the bounds' fields first, every signature only for those that pass."""
+        keys = [
+            self.k("lk", key)
+            for key in lookup_keys(probe, scope_id, self.config, simhash=self._probe_simhash)
+        ]
+        buckets, parts, needs = self._probe_fields(probe.spots, scope_id)
+        commands = [("SMEMBERS", key) for key in keys] + ([self._gather(buckets)] if buckets else [])
+        answers = self._query(commands, [*keys, *(bucket for bucket, _ in buckets)])
+        found = {i for members in answers[: len(keys)] for i in reply_ids(members or ())}
+        if buckets and isinstance(answers[-1], list):  # (None: a bucket of another type)
+            fields = [field for _, bucket_fields in buckets for field in bucket_fields]
+            lists = [(field, blob) for field, blob in zip(fields, answers[-1], strict=True) if blob]
+            found.update(shared(lists, parts, needs))
+        ids = sorted(found)
+        rows = [(i, doc) for i, doc in zip(ids, self._fields("doc", ids, _BOUNDS), strict=True) if doc]
+        admitted = [(i, d) for i, d in rows if d.get("status") == "unique" and d.get("scope") == scope_id]
+        bounds = [
+            (i, d.get("exact"), d.get("simhash"), d.get("spot_size"), d.get("spots")) for i, d in admitted
+        ]
+        survivors = [row[0] for row in may_match(probe, bounds, self.config)]
+        for doc_id, doc in zip(survivors, self.get("doc", survivors), strict=True):
+            if doc and doc.get("status") == "unique" and doc.get("scope") == scope_id:
+                try:
+                    yield doc_id, stored_fingerprint(doc_id, doc)
+                except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+                    damaged_record(self.path, doc_id, exc)
