@@ -14,9 +14,26 @@ how a run is confirmed and when a rule is adopted are the ledger's, written once
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
+
+from .base import Conflict
+
+# Tries of a transaction of the ledger's own (a run begun, a rule's evidence) while other
+# processes keep changing what it read (an optimistic engine: Redis).
+TRIES = 50
+
+
+def retried(work: Callable[[], Any]) -> Any:
+    """``work`` (one transaction) again while another process changes what it read; crawlers
+    sharing an index begin runs and add evidence at once."""
+    for _ in range(TRIES - 1):
+        try:
+            return work()
+        except Conflict:
+            continue
+    return work()
 
 
 class Engine(Protocol):

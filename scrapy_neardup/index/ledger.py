@@ -27,7 +27,7 @@ from ..verdict import Verdict
 from . import schema, url_ledger
 from .base import Earlier, Match
 from .codecs import damaged_record
-from .engine import Engine
+from .engine import Engine, retried
 from .lookup_keys import lookup_keys, raw_key
 from .records import clean_record, earlier_of, stored_fingerprint, stored_row, verdict_of
 from .runs import of_earlier_crawl, running
@@ -88,13 +88,17 @@ class Ledger:
         """Start a crawl run. What a run that never closed (its process is gone) admitted may never
         have reached the crawl's output, so it is *unconfirmed*."""
         engine = self.engine
-        with self.transaction():
-            ids = list(engine.listing(RUN))
-            found = [(i, run) for i, run in zip(ids, engine.get(RUN, ids), strict=True) if run]
-            open_runs = [(i, run) for i, run in found if run.get("ended_at") is None]
-            self._run = engine.new_id(RUN)
-            engine.put(RUN, self._run, {"started_at": time.time(), "action": action,
-                                        "host": socket.gethostname(), "pid": os.getpid()})  # fmt: skip
+
+        def begin() -> tuple[int, list[tuple[int, dict]]]:
+            with self.transaction():
+                ids = list(engine.listing(RUN))
+                found = [(i, run) for i, run in zip(ids, engine.get(RUN, ids), strict=True) if run]
+                run = engine.new_id(RUN)
+                engine.put(RUN, run, {"started_at": time.time(), "action": action,
+                                      "host": socket.gethostname(), "pid": os.getpid()})  # fmt: skip
+            return run, [(i, r) for i, r in found if r.get("ended_at") is None]
+
+        self._run, open_runs = retried(begin)
         self._unclean = frozenset(
             i
             for i, run in open_runs
@@ -106,8 +110,12 @@ class Ledger:
         """Close the run cleanly: what it admitted reached the output as far as this crawl knows."""
         if self._run is not None:
             run, self._run = self._run, None
-            with self.transaction():
-                self.engine.put(RUN, run, {"ended_at": time.time()})
+
+            def end() -> None:
+                with self.transaction():
+                    self.engine.put(RUN, run, {"ended_at": time.time()})
+
+            retried(end)
 
     def last_action(self) -> str | None:
         """What the latest crawl run did with duplicates; None for a scanned index."""

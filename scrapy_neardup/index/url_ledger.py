@@ -6,16 +6,13 @@ status change together for every process sharing the index."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 from ..url_rule import next_status
-from .base import Conflict
-from .engine import Engine
+from .engine import Engine, retried
 
 SAME, DIFFER, STATUS, CHANGED = "url_same", "url_differ", "url_status", "url_changed"
 SKIP, SKIP_RULE = "skip", "skip_rule"  # a skipped request's document; the set of a rule's skips
-TRIES = 50  # of a rule's update while other crawlers keep changing the rules (an optimistic engine)
 
 
 def url_rules(engine: Engine) -> list[tuple[str, Any, Any, Any]]:
@@ -27,23 +24,12 @@ def url_rules(engine: Engine) -> list[tuple[str, Any, Any, Any]]:
     ]
 
 
-def _retried(work: Callable[[], Any]) -> Any:
-    """``work`` in a transaction, again while another process changes what it read (an
-    optimistic engine's ``Conflict``): crawlers sharing an index add evidence at once."""
-    for _ in range(TRIES - 1):
-        try:
-            return work()
-        except Conflict:
-            continue
-    return work()
-
-
 def add_url_evidence(
     engine: Engine, changes: dict[str, tuple[int, int]], adopt_at: int
 ) -> dict[str, tuple[int, int, str, str]]:
     """Add (same, differ) to rules' evidence and apply ``next_status`` in one transaction; each
     rule's totals, as every process made them, and its status before and after."""
-    return _retried(lambda: _add_evidence(engine, changes, adopt_at))
+    return retried(lambda: _add_evidence(engine, changes, adopt_at))
 
 
 def _add_evidence(
@@ -69,17 +55,21 @@ def set_url_rule(engine: Engine, rule: str, status: str, at: float | None) -> No
             engine.map_set(STATUS, {rule: status})
             engine.map_set(CHANGED, {rule: at if at is not None else time.time()})
 
-    _retried(work)
+    retried(work)
 
 
 def add_url_skip(engine: Engine, rules: list[str], url: str, target: str, request: bytes) -> None:
     """Keep a skipped request with the rules that predicted it (an empty ``request``: one tag
     mode fetched, that the rules would have skipped)."""
-    with engine.transaction():
-        skip = engine.new_id(SKIP)
-        engine.put(SKIP, skip, {"url": url, "target": target, "request": request, "revived": 0})
-        for rule in rules:
-            engine.add(SKIP_RULE, rule, skip)
+
+    def work() -> None:
+        with engine.transaction():
+            skip = engine.new_id(SKIP)
+            engine.put(SKIP, skip, {"url": url, "target": target, "request": request, "revived": 0})
+            for rule in rules:
+                engine.add(SKIP_RULE, rule, skip)
+
+    retried(work)
 
 
 def url_skips(engine: Engine, rules: list[str]) -> list[tuple[int, bytes]]:
@@ -93,9 +83,12 @@ def url_skips(engine: Engine, rules: list[str]) -> list[tuple[int, bytes]]:
 
 
 def url_revived(engine: Engine, ids: list[int]) -> None:
-    with engine.transaction():
-        for skip in ids:
-            engine.put(SKIP, skip, {"revived": 1})
+    def work() -> None:
+        with engine.transaction():
+            for skip in ids:
+                engine.put(SKIP, skip, {"revived": 1})
+
+    retried(work)
 
 
 def _rules_of_skips(engine: Engine) -> dict[int, list[str]]:
@@ -142,5 +135,9 @@ def _revived(found: dict[str, Any]) -> bool | None:
 
 def forget_url_rules(engine: Engine) -> None:
     """Forget every rule, and the requests they skipped (NEARDUP_URL_RULES_RESET)."""
-    with engine.transaction():
-        engine.clear([SAME, DIFFER, STATUS, CHANGED, SKIP_RULE], [SKIP])
+
+    def work() -> None:
+        with engine.transaction():
+            engine.clear([SAME, DIFFER, STATUS, CHANGED, SKIP_RULE], [SKIP])
+
+    retried(work)
