@@ -328,7 +328,9 @@ def test_redis_frozen_order_stays_exact(redis_url, aeb_pages, monkeypatch, bucke
     try:
         with Detector(config, index) as detector:
             found = [(v.duplicate, v.duplicate_of) for v in (detector.check(u, t) for u, t in pages)]
-            assert index.engine.classes is not None and index.r.hget(index.k("meta"), "spot_order") == b"classes"
+            assert (
+                index.engine.classes is not None and index.r.hget(index.k("meta"), "spot_order") == b"classes"
+            )
     finally:
         index.remove()
     assert found == brute_force(config, pages)

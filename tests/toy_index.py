@@ -60,7 +60,7 @@ class ToyEngine:
         merged = {**self.data["docs"].get(_key(kind, doc), {}), **{k: _out(v) for k, v in fields.items()}}
         self.data["docs"][_key(kind, doc)] = {k: v for k, v in merged.items() if v is not None}
 
-    def get(self, kind: str, docs: Sequence[int]) -> list[dict[str, Any] | None]:
+    def get(self, kind: str, docs: Sequence[int], fields: Sequence[str] | None = None) -> list[dict | None]:
         found = [self.data["docs"].get(_key(kind, doc)) for doc in docs]
         return [None if f is None else {k: _in(v) for k, v in f.items()} for f in found]
 

@@ -55,8 +55,11 @@ class Engine(Protocol):
         """Set these fields of a document (made when missing); a None value removes the field."""
         ...
 
-    def get(self, kind: str, docs: Sequence[int]) -> list[dict[str, Any] | None]:
-        """Each document's fields, None for one that does not exist."""
+    def get(
+        self, kind: str, docs: Sequence[int], fields: Sequence[str] | None = None
+    ) -> list[dict[str, Any] | None]:
+        """Each document's fields (those of ``fields`` only, where given: an engine may read
+        fewer), None for one that does not exist."""
         ...
 
     def delete(self, kind: str, doc: int) -> None: ...

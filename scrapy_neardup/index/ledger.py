@@ -26,7 +26,7 @@ from ..text import storable
 from ..verdict import Verdict
 from . import schema, url_ledger
 from .base import Earlier, Match
-from .codecs import damaged_record
+from .codecs import SIGNATURE_FIELDS, damaged_record
 from .engine import Engine, retried
 from .lookup_keys import lookup_keys, raw_key
 from .records import clean_record, earlier_of, stored_fingerprint, stored_row, verdict_of
@@ -41,6 +41,8 @@ BY_KEY, BY_SOURCE, ADMITTED, LOOKUP = "url", "src", "admitted", "lk"
 _READ = ("url", "title", "scope", "seen_at", "status", "skip_reason", "tokens", "language", "duplicate_of",
          "similarity", "method")  # fmt: skip
 _COPIED = ("title", "tokens", "language", "raw_hash", "exact", "simhash", "spot_size")
+# What a candidate is verified with (``records.stored_fingerprint``), and where it is.
+SIGNATURES = ("status", "scope", "raw_hash", *SIGNATURE_FIELDS[1:])
 
 
 class Ledger:
@@ -128,7 +130,8 @@ class Ledger:
         return bool(self._unclean)
 
     def _runs_of(self, ids: list[int]) -> list[tuple[int, Any]]:
-        return [(i, doc.get("run")) for i, doc in zip(ids, self.engine.get(DOC, ids), strict=True) if doc]
+        found = self.engine.get(DOC, ids, ("run",))
+        return [(i, doc.get("run")) for i, doc in zip(ids, found, strict=True) if doc]
 
     def unconfirmed(self, ids: list[int]) -> set[int]:
         """Those of ``ids`` admitted by a run that never closed."""
@@ -159,7 +162,7 @@ class Ledger:
     def source_record(self, source: str) -> tuple[int, str, str | None] | None:
         """(id, status, skip reason) of the page read from ``source``, if one was recorded."""
         ids = sorted(self.engine.members(BY_SOURCE, [storable(source)])[0])
-        found = self.engine.get(DOC, ids[:1])
+        found = self.engine.get(DOC, ids[:1], ("status", "skip_reason"))
         return (ids[0], found[0]["status"], found[0].get("skip_reason")) if found and found[0] else None
 
     def contains_source(self, source: str) -> bool:
@@ -173,7 +176,7 @@ class Ledger:
         ids = sorted(self.engine.members(BY_KEY, [(scope_id, key)])[0], reverse=True)
         rows = [
             (i, doc["status"], doc.get("exact"), doc.get("run"))
-            for i, doc in zip(ids, self.engine.get(DOC, ids), strict=True)
+            for i, doc in zip(ids, self.engine.get(DOC, ids, ("status", "exact", "run")), strict=True)
             if doc
         ]
         return earlier_of(rows, many, self._run)
@@ -187,7 +190,7 @@ class Ledger:
         self.engine.put(DOC, doc_id, {"run": self._run})
 
     def url_of(self, doc_id: int) -> str:
-        found = self.engine.get(DOC, [doc_id])[0]
+        found = self.engine.get(DOC, [doc_id], ("url",))[0]
         return found["url"] if found and isinstance(found.get("url"), str) else ""
 
     # --- candidates and term statistics -----------------------------------------------------
@@ -203,7 +206,7 @@ class Ledger:
 
     def _admitted(self, ids: list[int], scope_id: int | None) -> Iterator[tuple[int, Fingerprint]]:
         """(id, signatures) of those ids that are admitted pages of the scope and read soundly."""
-        for doc_id, doc in zip(ids, self.engine.get(DOC, ids), strict=True):
+        for doc_id, doc in zip(ids, self.engine.get(DOC, ids, SIGNATURES), strict=True):
             if doc and doc.get("status") == "unique" and doc.get("scope") == scope_id:
                 try:
                     yield doc_id, stored_fingerprint(doc_id, doc)
@@ -234,7 +237,7 @@ class Ledger:
         with self.transaction():
             if (source is not None and self.source_record(source)) or self.earlier(key, scope):
                 return None
-            first = self.engine.get(DOC, [original])[0]
+            first = self.engine.get(DOC, [original], ("url", *_COPIED))[0]
             if not first or not isinstance(first.get("url"), str):  # a damaged index: the full check decides
                 return None
             row = {
@@ -337,7 +340,7 @@ class Ledger:
         """Every recorded page in the order seen, streamed a few hundred at a time."""
         ids = self.engine.listing(DOC)
         while chunk := list(itertools.islice(ids, 500)):
-            for doc_id, found in zip(chunk, self.engine.get(DOC, chunk), strict=True):
+            for doc_id, found in zip(chunk, self.engine.get(DOC, chunk, _READ), strict=True):
                 if found:
                     yield self._read(doc_id, found)
 

@@ -70,7 +70,9 @@ class MemoryEngine:
         merged = {**docs.get((kind, doc), {}), **fields}
         docs[(kind, doc)] = {k: v for k, v in merged.items() if v is not None}
 
-    def get(self, kind: str, docs: Sequence[int]) -> list[dict[str, Any] | None]:
+    def get(
+        self, kind: str, docs: Sequence[int], fields: Sequence[str] | None = None
+    ) -> list[dict[str, Any] | None]:
         found = self.state["docs"]
         return [dict(found[(kind, d)]) if (kind, d) in found else None for d in docs]
 

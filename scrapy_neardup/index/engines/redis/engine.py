@@ -19,7 +19,7 @@ from ....config import DedupConfig
 from ....methods import Fingerprint
 from ....text import storable
 from ...bounds import may_match
-from ...codecs import damaged_record
+from ...codecs import SIGNATURE_FIELDS, damaged_record
 from ...lookup_keys import lookup_keys
 from ...records import FIELD_TYPES, stored_fingerprint
 from ...spot_search import shared
@@ -46,6 +46,8 @@ MAPS = {"meta": "meta", "scopes": "scopes", "term_df": "df", "counts": "counts",
 # Sets: their keys' kind (``<prefix>:<kind>:<key>``).
 SETS = {"lk": "lk", "url": "url", "src": "src", "skip_rule": "url_skip_rule", "admitted": "admitted"}
 _READ = {int: reply_int, float: reply_float, str: reply_text, bytes: lambda v: v}
+# What a candidate is verified with (``records.stored_fingerprint``), and where it is.
+SIGNATURES = ("status", "scope", "raw_hash", *SIGNATURE_FIELDS[1:])
 # What the exact bounds read of each candidate before its signatures (``bounds``).
 _BOUNDS = ("status", "scope", "exact", "simhash", "spot_size", "spots")
 
@@ -105,8 +107,10 @@ class RedisEngine(RedisConnection, RedisSpots):
 
         self._write(write)
 
-    def get(self, kind: str, docs: Sequence[int]) -> list[dict[str, Any] | None]:
-        return self._fields(kind, list(docs), tuple(FIELD_TYPES[kind]))
+    def get(
+        self, kind: str, docs: Sequence[int], fields: Sequence[str] | None = None
+    ) -> list[dict[str, Any] | None]:
+        return self._fields(kind, list(docs), tuple(fields or FIELD_TYPES[kind]))
 
     def _fields(self, kind: str, docs: list[int], names: tuple[str, ...]) -> list[dict[str, Any] | None]:
         """These fields of each document, read by their types (None for a missing document)."""
@@ -263,7 +267,7 @@ class RedisEngine(RedisConnection, RedisSpots):
             (i, d.get("exact"), d.get("simhash"), d.get("spot_size"), d.get("spots")) for i, d in admitted
         ]
         survivors = [row[0] for row in may_match(probe, bounds, self.config)]
-        for doc_id, doc in zip(survivors, self.get("doc", survivors), strict=True):
+        for doc_id, doc in zip(survivors, self.get("doc", survivors, SIGNATURES), strict=True):
             if doc and doc.get("status") == "unique" and doc.get("scope") == scope_id:
                 try:
                     yield doc_id, stored_fingerprint(doc_id, doc)

@@ -94,12 +94,17 @@ class SQLiteEngine:
             [doc, *fields.values()],
         )
 
-    def get(self, kind: str, docs: Sequence[int]) -> list[dict[str, Any] | None]:
+    def get(
+        self, kind: str, docs: Sequence[int], fields: Sequence[str] | None = None
+    ) -> list[dict[str, Any] | None]:
         table, column = TABLES[kind], _ID.get(kind, "id")
+        columns = "*" if fields is None else ", ".join(dict.fromkeys([column, *fields]))
         found: dict[int, dict[str, Any]] = {}
         for start in range(0, len(docs), _CHUNK):
             chunk = list(docs[start : start + _CHUNK])
-            cursor = self.db.execute(f"SELECT * FROM {table} WHERE {column} IN ({_marks(chunk)})", chunk)
+            cursor = self.db.execute(
+                f"SELECT {columns} FROM {table} WHERE {column} IN ({_marks(chunk)})", chunk
+            )
             names = [c[0] for c in cursor.description]
             for row in cursor:
                 values = dict(zip(names, row, strict=True))
