@@ -91,19 +91,23 @@ class RedisEngine(RedisConnection, RedisSpots):
         return int(self._new_id(keys=[self.k(COUNTERS[kind]), self.k(KINDS[kind], "")]))
 
     def put(self, kind: str, doc: int, fields: dict[str, Any]) -> None:
-        key, listing = self.k(KINDS[kind], doc), LISTINGS.get(kind)
-        present = {name: value for name, value in fields.items() if value is not None}
-        gone = [name for name, value in fields.items() if value is None]
+        listing = LISTINGS.get(kind)
+        self._hash_set(self.k(KINDS[kind], doc), fields)
+        if listing == "ids":
+            self._write(lambda pipe: pipe.zadd(self.k(listing), {doc: doc}))
+        elif listing:
+            self._write(lambda pipe: pipe.sadd(self.k(listing), doc))
+
+    def _hash_set(self, key: bytes, values: dict[str, Any]) -> None:
+        """Queue the fields of a hash set, and those set to None removed."""
+        present = {field: value for field, value in values.items() if value is not None}
+        gone = [field for field, value in values.items() if value is None]
 
         def write(pipe: Any) -> None:
             if present:
                 pipe.hset(key, mapping=present)
             if gone:
                 pipe.hdel(key, *gone)
-            if listing == "ids":
-                pipe.zadd(self.k(listing), {doc: doc})
-            elif listing:
-                pipe.sadd(self.k(listing), doc)
 
         self._write(write)
 
@@ -182,17 +186,7 @@ class RedisEngine(RedisConnection, RedisSpots):
         return found
 
     def map_set(self, name: str, values: dict[str, Any]) -> None:
-        key = self.k(MAPS[name])
-        present = {field: value for field, value in values.items() if value is not None}
-        gone = [field for field, value in values.items() if value is None]
-
-        def write(pipe: Any) -> None:
-            if present:
-                pipe.hset(key, mapping=present)
-            if gone:
-                pipe.hdel(key, *gone)
-
-        self._write(write)
+        self._hash_set(self.k(MAPS[name]), values)
 
     def bump(self, name: str, field: str, by: int = 1) -> None:
         """Add to a counter without reading it: no other crawler's count conflicts with this page."""
