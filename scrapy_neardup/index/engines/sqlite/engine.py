@@ -48,6 +48,7 @@ class SQLiteEngine:
         self.db, self.path, self.name = self.file.db, self.file.path, storable(Path(path).name)
         self.search = SQLiteSearch(self.db, config, self.file.spot_keys, self.path, simhash_keys)
         self._savepoints = 0
+        self._fresh: set[tuple[str, int]] = set()  # ids new_id gave that no row has yet
 
     def _rolled_back(self) -> None:
         if hasattr(self, "search"):
@@ -57,6 +58,7 @@ class SQLiteEngine:
     def transaction(self) -> Iterator[None]:
         if not self.db.in_transaction:
             self.search.begin()
+            self._fresh.clear()  # ids of a transaction only: the file's write lock keeps them ours
             with self.file.transaction():
                 yield
             return
@@ -77,14 +79,18 @@ class SQLiteEngine:
 
     def new_id(self, kind: str) -> int:
         table, column = TABLES[kind], _ID.get(kind, "id")
-        return self.db.execute(f"SELECT COALESCE(MAX({column}), 0) + 1 FROM {table}").fetchone()[0]
+        doc = self.db.execute(f"SELECT COALESCE(MAX({column}), 0) + 1 FROM {table}").fetchone()[0]
+        self._fresh.add((kind, doc))
+        return doc
 
     def put(self, kind: str, doc: int, fields: dict[str, Any]) -> None:
-        """An UPDATE of the row, else an INSERT (an upsert would meet the NOT NULL columns a
-        partial update leaves out)."""
+        """An INSERT of a row new_id just numbered, else an UPDATE of the row, else an INSERT (an
+        upsert would meet the NOT NULL columns a partial update leaves out)."""
         table, column = TABLES[kind], _ID.get(kind, "id")
         names = list(fields)
-        if names:
+        fresh = (kind, doc) in self._fresh
+        self._fresh.discard((kind, doc))
+        if names and not fresh:
             sets = ", ".join(f"{name} = ?" for name in names)
             done = self.db.execute(f"UPDATE {table} SET {sets} WHERE {column} = ?", [*fields.values(), doc])
             if done.rowcount:
