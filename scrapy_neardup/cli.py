@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import sys
+import time
 from typing import Any
 
 from . import __version__
@@ -160,6 +161,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     export.add_argument("-o", "--output", required=True, help="the new SQLite index file")
     export.set_defaults(run=run_export)
+
+    forget = commands.add_parser(
+        "forget",
+        help="forget the pages of an index not seen lately",
+        description="Forget the pages of an index that no crawl has met (nor a copy of them) for a "
+        "while, or all but the most recently seen, as NEARDUP_FORGET_AFTER and NEARDUP_MAX_PAGES do "
+        "during a crawl. A copy of a forgotten page met later is a new page.",
+    )
+    _add_index_options(forget, "the index file")
+    forget.add_argument(
+        "--older-than", metavar="AGE", help="pages not seen for this long: 7d, 12h, 30m, seconds"
+    )
+    forget.add_argument(
+        "--max-pages", type=int, metavar="N", help="keep at most N pages, the most recently seen"
+    )
+    forget.set_defaults(run=run_forget)
     return parser
 
 
@@ -345,6 +362,31 @@ def run_export(args: argparse.Namespace) -> int:
     spec = IndexSpec.parse(args.index)
     copied = export_to_sqlite(spec, args.output)
     print(f"exported {copied} records of {spec} to {args.output}", file=sys.stderr)
+    return 0
+
+
+def run_forget(args: argparse.Namespace) -> int:
+    from .index import forgetting, open_index
+    from .knobs import parse_age
+
+    try:
+        age = parse_age(args.older_than)
+    except ValueError as exc:
+        raise ConfigError("--older-than", str(exc)) from None
+    if age is None and args.max_pages is None:
+        raise ConfigError("forget", "say what to forget: --older-than AGE, --max-pages N, or both")
+    if (age is not None and age <= 0) or (args.max_pages is not None and args.max_pages < 0):
+        raise ConfigError(
+            "--older-than" if age is not None and age <= 0 else "--max-pages", "must be above 0"
+        )
+    spec = IndexSpec.parse(args.index)
+    with open_existing(spec) as reader:  # refuses a missing index; its settings are the ones to open it by
+        config = reader.config
+    with open_index(spec, config) as index:
+        before = time.time() - age if age is not None else None
+        forgotten = forgetting.forget(index, before, args.max_pages)
+        left = index.stats()["documents"]
+    print(f"forgot {forgotten:,} pages of {spec}; {left:,} left", file=sys.stderr)
     return 0
 
 

@@ -21,6 +21,7 @@ from .config import DedupConfig
 from .decision import SURE_SIMILARITY, Decision
 from .exceptions import IndexFailure
 from .fingerprint import Fingerprint, fingerprint
+from .index import forgetting
 from .index.base import Conflict, Index
 from .scope import scope_key, url_key
 from .signatures.exact import raw_hash
@@ -247,6 +248,10 @@ class Detector:
             if self.index.is_storage_error(exc):
                 raise IndexFailure(self.index.path, f"{type(exc).__name__}: {exc}", cause=exc) from exc
             raise
+
+    def forget(self, before: float | None, keep: int | None) -> int:
+        """Forget the pages last seen before ``before`` and past the ``keep`` most recent."""
+        return self._guard(lambda: forgetting.forget(self.index, before, keep))
 
     def close(self) -> None:
         self.workers.close()

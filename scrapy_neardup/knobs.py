@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -141,6 +142,19 @@ def parse_modules(value: Any) -> tuple[str, ...]:
 
 def parse_optional_int(value: Any) -> int | None:
     return None if value in (None, "", "auto") else parse_int(value)
+
+
+_AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_age(value: Any) -> float | None:
+    """Seconds, from ``7d``, ``12h``, ``30m``, ``90s``, ``2w`` or a number of seconds (none: None)."""
+    if value in (None, ""):
+        return None
+    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", str(value).lower())
+    if isinstance(value, bool) or not found:
+        raise ValueError(f"expected an age such as 7d, 12h, 30m or a number of seconds, got {value!r}")
+    return float(found[1]) * _AGE_UNITS[found[2] or "s"]
 
 
 def parse_path(value: Any) -> Path:

@@ -45,7 +45,7 @@ def test_a_page_that_fails_inside_its_transaction_leaves_nothing(open_detector):
         detector.index.record("http://b.example/2", fingerprint(OTHER, CONFIG), "")
         raise Boom
     assert detector.index.stats() | {"bytes": 0} == {
-        "documents": 1, "unique": 1, "duplicates": 0, "skipped": 0, "bytes": 0,
+        "documents": 1, "unique": 1, "duplicates": 0, "skipped": 0, "forgotten": 0, "bytes": 0,
     }  # fmt: skip
     again = detector.check("http://b.example/2", OTHER)
     assert not again.duplicate and again.doc_id > first.doc_id

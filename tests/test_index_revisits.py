@@ -64,6 +64,7 @@ def test_a_duplicate_of_another_page_stays_one_when_seen_again(open_detector):
             "unique": 1,
             "duplicates": 1,
             "skipped": 0,
+            "forgotten": 0,
             "bytes": 0,
         }
 

@@ -99,8 +99,18 @@ class ToyEngine:
     def bump(self, name: str, field: str, by: int = 1) -> None:
         self.incr(name, field, by)
 
+    def rank(self, name: str, doc: int, score: float | None) -> None:
+        self.map_set(f"rank:{name}", {str(doc): score})
+
+    def ranked(self, name: str, below: float | None = None, beyond: int | None = None) -> list[int]:
+        scores = {int(doc): score for doc, score in self.map_get(f"rank:{name}").items()}
+        order = sorted(scores, key=lambda doc: (scores[doc], doc))
+        out = len(order) - beyond if beyond is not None else 0
+        return [d for i, d in enumerate(order) if i < out or (below is not None and scores[d] < below)]
+
     def clear(self, names: Sequence[str], kinds: Sequence[str]) -> None:
         for name in names:
+            self.data["maps"].pop(f"rank:{name}", None)
             self.data["maps"].pop(name, None)
             for key in [k for k in self.data["sets"] if json.loads(k)[0] == name]:
                 del self.data["sets"][key]

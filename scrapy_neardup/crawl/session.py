@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,7 @@ from .url_rules import UrlRules
 logger = logging.getLogger("scrapy_neardup")
 
 _ATTRIBUTE = "_neardup_session"
+FORGET_EVERY = 1000  # pages checked between two passes of NEARDUP_FORGET_AFTER and NEARDUP_MAX_PAGES
 _REMEMBERED = 50_000  # items waiting for the pipeline, and pages of this crawl; oldest out first
 ORIGINAL_WAIT = 30.0  # seconds a copy's item waits for the spider to be done with its original
 
@@ -89,6 +91,7 @@ class CrawlSession:
             crawler.signals.connect(session.spider_opened, signal=signals.spider_opened)
             crawler.signals.connect(session.spider_idle, signal=signals.spider_idle)
             setattr(crawler, _ATTRIBUTE, session)
+            session.forget()
         return session
 
     # --- judging ------------------------------------------------------------------------
@@ -178,8 +181,30 @@ class CrawlSession:
             url, one_line(text), advice, exc_info=not storage,
         )  # fmt: skip
 
+    def forget(self) -> None:
+        """Forget the pages NEARDUP_FORGET_AFTER and NEARDUP_MAX_PAGES leave out (at the start, every
+        FORGET_EVERY pages and at the end); a failure is logged, and the crawl goes on with them kept."""
+        after, most = self.settings.forget_after, self.settings.max_pages
+        if after is None and most is None:
+            return
+        try:
+            forgotten = self.detector.forget(time.time() - after if after else None, most)
+        except Exception as exc:
+            self._close_failed("could not forget old pages", exc)
+            return
+        if forgotten:
+            self.stats.inc_value("neardup/forgotten", forgotten)
+            logger.info("scrapy-neardup: forgot %d pages not seen lately (%s)", forgotten, self._why_forget())
+
+    def _why_forget(self) -> str:
+        after, most = self.settings.forget_after, self.settings.max_pages
+        parts = [f"NEARDUP_FORGET_AFTER = {after:g} s"] if after else []
+        return ", ".join(parts + ([f"NEARDUP_MAX_PAGES = {most}"] if most else []))
+
     def _count(self, verdict: Verdict) -> None:
         self.stats.inc_value("neardup/checked")
+        if self.stats.get_value("neardup/checked", 0) % FORGET_EVERY == 0:
+            self.forget()
         if verdict.duplicate:
             kind = "exact" if verdict.method == "exact" else "near"
             self.stats.inc_value(f"neardup/duplicates/{kind}")
@@ -283,6 +308,7 @@ class CrawlSession:
         workers.close()
         if workers.peak_memory_mb is not None:
             self.stats.set_value("neardup/workers/memory_mb", round(workers.peak_memory_mb))
+        self.forget()
         try:
             index.end_run()
         except Exception as exc:  # the run stays open: its pages count as unconfirmed next time, nothing lost

@@ -27,6 +27,7 @@ from ..knobs import (
     choice,
     declarations,
     knob,
+    parse_age,
     parse_bool,
     parse_field,
     parse_float,
@@ -106,6 +107,19 @@ class CrawlSettings:
         _location,
     )
     reset: bool = knob(False, parse_bool, "delete the index before the crawl starts")
+    forget_after: float | None = knob(
+        None,
+        parse_age,
+        "forget pages neither met nor copied for this long (7d, 12h, 30m, or seconds), at the crawl's "
+        "start and as it goes: a copy of a forgotten page is a new page",
+        between(1.0, 1e10, " seconds"),
+    )
+    max_pages: int | None = knob(
+        None,
+        parse_optional_int,
+        "keep at most this many pages in the index, forgetting the least recently seen first",
+        between(1, 10**12),
+    )
     lock_timeout: float = knob(
         60.0,
         parse_float,

@@ -6,7 +6,8 @@ An engine stores four kinds of things, all inside ``transaction()``:
 - sets: sets of document ids under keys (postings: lookup keys, a revisit key's records);
 - maps: named maps of fields to strings or ints (settings, scope names, rule statuses), with
   counters (``incr``);
-- listings: a kind's ids in order.
+- listings: a kind's ids in order;
+- orders: documents ranked by a number under a name (when each was last seen), read lowest first.
 
 It knows nothing of pages, verdicts or rules: what a record means, when a page is findable,
 how a run is confirmed and when a rule is adopted are the ledger's, written once.
@@ -93,8 +94,17 @@ class Engine(Protocol):
         """Add to a map's counter without reading it (counts that no decision reads)."""
         ...
 
+    def rank(self, name: str, doc: int, score: float | None) -> None:
+        """Place a document in the order ``name`` by ``score`` (None: take it out)."""
+        ...
+
+    def ranked(self, name: str, below: float | None = None, beyond: int | None = None) -> list[int]:
+        """The documents of the order whose score is below ``below``, and those past its ``beyond``
+        highest, lowest score first."""
+        ...
+
     def clear(self, names: Sequence[str], kinds: Sequence[str]) -> None:
-        """Remove these maps and sets, and every document of these kinds."""
+        """Remove these maps, sets and orders, and every document of these kinds."""
         ...
 
     def size(self) -> int:

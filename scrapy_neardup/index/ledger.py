@@ -17,7 +17,7 @@ import os
 import socket
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..config import DedupConfig
@@ -36,8 +36,10 @@ logger = logging.getLogger(__name__)
 
 DOC, RUN, TEXT = "doc", "run", "text"  # kinds of documents
 META, SCOPES, COUNTS, TERMS = "meta", "scopes", "counts", "term_df"  # maps
-# Sets: a revisit key's records, a source's, a scope's admitted pages, a lookup key's.
-BY_KEY, BY_SOURCE, ADMITTED, LOOKUP = "url", "src", "admitted", "lk"
+# Sets: a revisit key's records, a source's, a scope's admitted pages, a lookup key's, and the
+# duplicates of a page.
+BY_KEY, BY_SOURCE, ADMITTED, LOOKUP, DUPLICATES = "url", "src", "admitted", "lk", "dup"
+SEEN = "seen"  # the order of when each record was last seen (its page, or a copy of it, met)
 _READ = ("url", "title", "scope", "seen_at", "status", "skip_reason", "tokens", "language", "duplicate_of",
          "similarity", "method")  # fmt: skip
 _COPIED = ("title", "tokens", "language", "raw_hash", "exact", "simhash", "spot_size")
@@ -58,6 +60,7 @@ class Ledger:
         self._scope_names: dict[int, str] = {}
         self._simhash_keys = not config.simhash_within_spotsigs
         self.search = getattr(engine, "search", None)
+        self.clock: Callable[[], float] = time.time  # when a page is seen (a benchmark's days)
         if not engine.map_get(META, ["application"]):
             with engine.transaction():
                 engine.map_set(META, dict(schema.meta_rows(config, self._simhash_keys)))
@@ -188,6 +191,12 @@ class Ledger:
     def restamp(self, doc_id: int) -> None:
         """Mark a record as met again by this run (an unchanged revisit)."""
         self.engine.put(DOC, doc_id, {"run": self._run})
+        self.seen(doc_id, self.clock())
+
+    def seen(self, doc_id: int, at: float) -> None:
+        """Mark a record as last seen ``at`` (pages not seen for long are forgotten first)."""
+        self.engine.put(DOC, doc_id, {"last_seen": at})
+        self.engine.rank(SEEN, doc_id, at)
 
     def url_of(self, doc_id: int) -> str:
         found = self.engine.get(DOC, [doc_id], ("url",))[0]
@@ -240,14 +249,16 @@ class Ledger:
             first = self.engine.get(DOC, [original], ("url", *_COPIED))[0]
             if not first or not isinstance(first.get("url"), str):  # a damaged index: the full check decides
                 return None
+            now = self.clock()
             row = {
                 **{name: first.get(name) for name in _COPIED}, "url": storable(url),
                 "source": storable(source) if source else None, "scope": self._scope_id(scope),
-                "seen_at": time.time(), "status": "duplicate", "duplicate_of": original, "similarity": 1.0,
-                "method": "exact", "run": self._run, "url_key": key,
+                "seen_at": now, "last_seen": now, "status": "duplicate", "duplicate_of": original,
+                "similarity": 1.0, "method": "exact", "run": self._run, "url_key": key,
             }  # fmt: skip
             doc_id = self.engine.new_id(DOC)
             self._store(doc_id, row, None)
+            self.seen(original, now)
         return Verdict(
             url,
             doc_id,
@@ -270,6 +281,7 @@ class Ledger:
             self.search.ready()
         scope_id = self._scope_id(scope)
         row = stored_row(url, fp, scope_id, match, source, key, self._run, admit)
+        row["seen_at"] = row["last_seen"] = now = self.clock()
         old = None
         if replace is not None:
             doc_id, old = replace.id, self.engine.get(DOC, [replace.id])[0]
@@ -277,6 +289,8 @@ class Ledger:
         else:
             doc_id = self.engine.new_id(DOC)
         self._store(doc_id, row, old)
+        if row["status"] == "duplicate" and match:
+            self.seen(match[0], now)  # its content met again: the original stays
         if row["status"] == "unique":
             for lookup in lookup_keys(fp, scope_id, self.config, simhash=self._simhash_keys, raw=True):
                 self.engine.add(LOOKUP, lookup, doc_id)
@@ -298,19 +312,29 @@ class Ledger:
         lookup keys (its content changed) and its count."""
         engine, scope_id = self.engine, row["scope"]
         if old is not None:
-            engine.bump(COUNTS, str(old.get("status")), -1)
-            if old.get("status") == "unique":
-                if self.search is None:
-                    engine.discard(ADMITTED, old.get("scope"), doc_id)
-                self._unpost(doc_id, old)
+            self.unstore(doc_id, old)
+            if old.get("duplicate_of") is not None:
+                engine.discard(DUPLICATES, old["duplicate_of"], doc_id)
         engine.put(DOC, doc_id, row)  # every field of a record: None removes an old one
+        engine.rank(SEEN, doc_id, row["last_seen"])
         engine.bump(COUNTS, row["status"])
+        if row.get("duplicate_of") is not None:
+            engine.add(DUPLICATES, row["duplicate_of"], doc_id)
         if row["status"] == "unique" and self.search is None:  # a searching engine finds its own
             engine.add(ADMITTED, scope_id, doc_id)
         if row.get("url_key") is not None:
             engine.add(BY_KEY, (scope_id, row["url_key"]), doc_id)
         if row.get("source"):
             engine.add(BY_SOURCE, row["source"], doc_id)
+
+    def unstore(self, doc_id: int, old: dict[str, Any]) -> None:
+        """Take a record out of the counts and, if admitted, out of every lookup (a revisit
+        replaces it, or it is forgotten)."""
+        self.engine.bump(COUNTS, str(old.get("status")), -1)
+        if old.get("status") == "unique":
+            if self.search is None:
+                self.engine.discard(ADMITTED, old.get("scope"), doc_id)
+            self._unpost(doc_id, old)
 
     def _unpost(self, doc_id: int, old: dict[str, Any]) -> None:
         try:
@@ -366,6 +390,7 @@ class Ledger:
         return {
             "documents": sum(counts.values()), "unique": counts.get("unique", 0),
             "duplicates": counts.get("duplicate", 0), "skipped": counts.get("skipped", 0),
+            "forgotten": _count(self.engine.map_get(META, ["forgotten"]).get("forgotten")),
             "bytes": self.engine.size(),
         }  # fmt: skip
 

@@ -110,7 +110,7 @@ def stored_fingerprint(doc_id: int, doc: dict[str, Any]) -> Fingerprint:
 FIELD_TYPES: dict[str, dict[str, type]] = {
     "doc": {
         **dict.fromkeys(("scope", "tokens", "duplicate_of", "raw_hash", "simhash", "spot_size", "run"), int),
-        **dict.fromkeys(("seen_at", "similarity"), float),
+        **dict.fromkeys(("seen_at", "last_seen", "similarity"), float),
         **dict.fromkeys(("exact", "spots"), bytes),
         **{s.field: int if s.sql == "INTEGER" else bytes for s in STORED_FIELDS},
         **dict.fromkeys(

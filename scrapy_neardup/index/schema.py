@@ -5,7 +5,8 @@ Tables (schema version in ``PRAGMA user_version``):
 - ``meta``: what the index was built with (the knobs that shape stored signatures, the
   posting-key settings of ``spot_search.SpotKeys``).
 - ``documents``: every page checked, duplicates and skipped pages included, with its
-  verdict and the signatures needed to verify a candidate. Nothing a crawl saw is lost.
+  verdict, the signatures needed to verify a candidate and when it was last seen (pages not
+  seen for long are forgotten where the user asks).
 - ``runs``: crawl runs; a page admitted by a run that never ended may never have been stored.
 - ``spot_classes``: the frozen frequency classes that order spots rarest first (see ``pruning``).
 - ``term_df``: document frequencies of the admitted pages' terms (``methods.Method.with_stats``).
@@ -63,12 +64,14 @@ CREATE TABLE documents (
     @METHOD_COLUMNS@
     extra TEXT,
     run INTEGER REFERENCES runs(id),
-    url_key TEXT
+    url_key TEXT,
+    last_seen REAL
 );
 CREATE INDEX documents_url ON documents(url);
 CREATE INDEX documents_source ON documents(source) WHERE source IS NOT NULL;
 CREATE INDEX documents_duplicate_of ON documents(duplicate_of) WHERE duplicate_of IS NOT NULL;
 CREATE INDEX documents_url_key ON documents(url_key, scope);
+CREATE INDEX documents_last_seen ON documents(last_seen);
 CREATE TABLE spot_classes (spot INTEGER PRIMARY KEY, class INTEGER NOT NULL);
 CREATE TABLE term_df (term TEXT PRIMARY KEY, df INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE texts (doc INTEGER PRIMARY KEY, text BLOB NOT NULL);
@@ -115,6 +118,14 @@ CREATE TABLE IF NOT EXISTS url_skip_rules (
 def create_url_tables(db: sqlite3.Connection) -> None:
     """Make the tables (inside the caller's transaction), in a new file or one made without them."""
     execute_statements(db, URL_TABLES)
+
+
+def add_last_seen(db: sqlite3.Connection) -> None:
+    """Give a file made before pages were forgotten its ``last_seen`` column (inside the caller's
+    transaction): each page last seen when first seen."""
+    db.execute("ALTER TABLE documents ADD COLUMN last_seen REAL")
+    db.execute("UPDATE documents SET last_seen = seen_at")
+    db.execute("CREATE INDEX documents_last_seen ON documents(last_seen)")
 
 
 def create(db: sqlite3.Connection, config: DedupConfig, simhash_keys: bool) -> None:

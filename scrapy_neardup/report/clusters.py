@@ -177,6 +177,7 @@ class ClusterSet:
     url_skips: list[SkippedRow] = field(default_factory=list)  # the requests they skipped
     clean_url: Callable[[str], str] = str  # a URL with what the adopted rules say does not matter taken out
     let_through: list[LetThrough] = field(default_factory=list)  # admitted pages with a weak link
+    forgotten: int = 0  # pages the index forgot (not seen for long: NEARDUP_FORGET_AFTER, MAX_PAGES)
 
     def members_by_id(self) -> dict[int, tuple[ReportCluster, Member]]:
         """Each clustered page's cluster and record (the CSV looks up every row here)."""
@@ -241,4 +242,5 @@ def load_clusters(index: Index, policy: str = "first-seen", progress: Progress |
         url_skips=load_url_skips(index),
         clean_url=clean_urls(rules),
         let_through=let_through,
+        forgotten=stats.get("forgotten", 0),
     )

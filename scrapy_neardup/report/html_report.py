@@ -128,6 +128,7 @@ def summary_html(clusters: ClusterSet, t: Tally) -> str:
         ("documents seen", f"{docs:,}"), ("duplicates", f"{dups:,}"), (share_label, share),
         ("clusters", f"{len(clusters.clusters):,}"), ("pages in clusters", f"{in_clusters:,}"),
         ("not judged", f"{clusters.skipped:,}"),
+        *([("forgotten (not seen lately)", f"{clusters.forgotten:,}")] if clusters.forgotten else []),
     ]  # fmt: skip
     parts = ['<div class="figures">']
     parts += [

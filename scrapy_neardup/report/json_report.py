@@ -24,6 +24,7 @@ def header(clusters: ClusterSet) -> dict[str, Any]:
         "duplicates": clusters.duplicates,
         "skipped": clusters.skipped,
         "unique": clusters.unique,
+        "forgotten": clusters.forgotten,
         "canonical_policy": clusters.policy,
         "settings": clusters.settings,
         "url_rules": url_rules_json(clusters.url_rules),

@@ -35,7 +35,7 @@ class MemoryEngine:
     path = name = "memory"
 
     def __init__(self) -> None:
-        self.state: dict[str, dict] = {"docs": {}, "sets": {}, "maps": {}, "ids": {}}
+        self.state: dict[str, dict] = {"docs": {}, "sets": {}, "maps": {}, "ids": {}, "ranks": {}}
         self._undo: list[Callable[[], None]] | None = None
 
     @contextlib.contextmanager
@@ -114,8 +114,18 @@ class MemoryEngine:
     def bump(self, name: str, field: str, by: int = 1) -> None:
         self.incr(name, field, by)
 
+    def rank(self, name: str, doc: int, score: float | None) -> None:
+        ranks = self._change("ranks", name)
+        merged = {**ranks.get(name, {}), doc: score}
+        ranks[name] = {d: s for d, s in merged.items() if s is not None}
+
+    def ranked(self, name: str, below: float | None = None, beyond: int | None = None) -> list[int]:
+        return _ranked(self.state["ranks"].get(name, {}), below, beyond)
+
     def clear(self, names: Sequence[str], kinds: Sequence[str]) -> None:
         for name in names:
+            if name in self.state["ranks"]:
+                self._change("ranks", name).pop(name)
             if name in self.state["maps"]:
                 self._change("maps", name).pop(name)
             for key in [key for key in self.state["sets"] if key[0] == name]:
@@ -128,6 +138,13 @@ class MemoryEngine:
 
     def close(self) -> None:
         pass
+
+
+def _ranked(scores: dict[int, float], below: float | None, beyond: int | None) -> list[int]:
+    """The documents of an order (doc -> score) below a score or past its ``beyond`` highest."""
+    order = sorted(scores, key=lambda doc: (scores[doc], doc))
+    out = len(order) - beyond if beyond is not None else 0
+    return [doc for i, doc in enumerate(order) if i < out or (below is not None and scores[doc] < below)]
 
 
 class MemoryIndex(Ledger):

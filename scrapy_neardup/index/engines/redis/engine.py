@@ -44,7 +44,8 @@ PRESENT = {"doc": "status", "run": "started_at", "skip": "url", "text": "text"}
 MAPS = {"meta": "meta", "scopes": "scopes", "term_df": "df", "counts": "counts", "url_same": "url_same",
         "url_differ": "url_differ", "url_status": "url_status", "url_changed": "url_changed"}  # fmt: skip
 # Sets: their keys' kind (``<prefix>:<kind>:<key>``).
-SETS = {"lk": "lk", "url": "url", "src": "src", "skip_rule": "url_skip_rule", "admitted": "admitted"}
+SETS = {"lk": "lk", "url": "url", "src": "src", "skip_rule": "url_skip_rule", "admitted": "admitted",
+        "dup": "dup"}  # fmt: skip
 _READ = {int: reply_int, float: reply_float, str: reply_text, bytes: lambda v: v}
 # What a candidate is verified with (``records.stored_fingerprint``), and where it is.
 SIGNATURES = ("status", "scope", "raw_hash", *SIGNATURE_FIELDS[1:])
@@ -201,8 +202,23 @@ class RedisEngine(RedisConnection, RedisSpots):
         self._write(lambda pipe: pipe.hincrby(key, field, by))
         return (reply_int(old) or 0) + by
 
+    # --- orders ----------------------------------------------------------------------------
+
+    def rank(self, name: str, doc: int, score: float | None) -> None:
+        key = self.k("rank", name)
+        self._write(lambda pipe: pipe.zrem(key, doc) if score is None else pipe.zadd(key, {doc: score}))
+
+    def ranked(self, name: str, below: float | None = None, beyond: int | None = None) -> list[int]:
+        key, found = self.k("rank", name), {}
+        if below is not None:
+            found.update(self.r.zrangebyscore(key, "-inf", f"({below!r}", withscores=True))
+        if beyond is not None:
+            found.update(self.r.zrange(key, 0, -beyond - 1, withscores=True))
+        order = sorted((score, doc) for doc, score in found.items() if reply_int(doc) is not None)
+        return [int(doc) for _, doc in order]
+
     def clear(self, names: Sequence[str], kinds: Sequence[str]) -> None:
-        keys = [self.k(MAPS[n]) for n in names if n in MAPS]
+        keys = [self.k(MAPS[n]) for n in names if n in MAPS] + [self.k("rank", n) for n in names]
         keys += [self.k(LISTINGS[k]) for k in kinds if k in LISTINGS]
         keys += [self.k(COUNTERS[k]) for k in kinds if k in COUNTERS]
         prefixes = [self.k(SETS[n]) for n in names if n in SETS] + [self.k(KINDS[k]) for k in kinds]
@@ -235,9 +251,9 @@ class RedisEngine(RedisConnection, RedisSpots):
             )
 
     def unpost(self, doc_id: int, fp: Fingerprint, scope_id: int) -> None:
-        """A page no longer admitted leaves the freeze's count (its stale postings only add
-        candidates, which are verified against its record)."""
-        self._write(lambda pipe: pipe.srem(self.k("spotted"), doc_id))
+        """A page no longer admitted leaves its spot lists and the freeze's count."""
+        fields = self._posting_fields(fp.spots, scope_id)
+        self._write(lambda pipe: (self._remove(pipe, doc_id, fields), pipe.srem(self.k("spotted"), doc_id)))
 
     def find(self, probe: Fingerprint, scope_id: int) -> Iterator[tuple[int, Fingerprint]]:
         """The admitted pages of the scope sharing a lookup key or enough spot lists with ``probe``,

@@ -43,6 +43,27 @@ end
 return #KEYS
 """
 
+# Remove ARGV[1] (a document id's 4 bytes) from field ARGV[i + 1] of hash KEYS[i], for every i;
+# a list left empty goes.
+REMOVE = """
+for i = 1, #KEYS do
+  local old = redis.call('HGET', KEYS[i], ARGV[i + 1])
+  if old then
+    local kept = {}
+    for at = 1, #old, 4 do
+      local id = string.sub(old, at, at + 3)
+      if id ~= ARGV[1] then kept[#kept + 1] = id end
+    end
+    if #kept == 0 then
+      redis.call('HDEL', KEYS[i], ARGV[i + 1])
+    else
+      redis.call('HSET', KEYS[i], ARGV[i + 1], table.concat(kept))
+    end
+  end
+end
+return #KEYS
+"""
+
 # The lists a probe reads in one command: ARGV[i] holds the fields of hash KEYS[i], 8 bytes
 # each; the reply is every field's value in that order (nil where none).
 GATHER = """
@@ -111,6 +132,14 @@ class RedisSpots:
         if fields:
             args = [doc_id.to_bytes(4, "little"), *(name for _, name in fields)]
             self._append_script(keys=[bucket for bucket, _ in fields], args=args, client=pipe)
+
+    def _remove(self, pipe: Any, doc_id: int, fields: list[tuple[bytes, bytes]]) -> None:
+        """Queue the removal of a document from these lists."""
+        if fields:
+            if getattr(self, "_remover", None) is None:
+                self._remover = self.r.register_script(REMOVE)
+            args = [doc_id.to_bytes(4, "little"), *(name for _, name in fields)]
+            self._remover(keys=[bucket for bucket, _ in fields], args=args, client=pipe)
 
     def _load_order(self) -> None:
         rows = [(reply_int(s), reply_int(c)) for s, c in self.r.hgetall(self.k("classes")).items()]

@@ -3,9 +3,10 @@
 Documents are rows of their kind's table (``doc``: documents, ``run``: runs, ``skip``:
 url_skips, ``text``: texts), lookup keys and the rules' skips are rows of their tables, and
 the maps are tables too (meta, scopes, term_df, url_rules). The sets a record's own columns
-hold (its revisit key, its source, its scope's admitted pages) and the counts by status are
-read from the documents table, so adding to them writes nothing: a user's SQL sees one row a
-page. A transaction is BEGIN IMMEDIATE, or a savepoint inside one (a page of a batch).
+hold (its revisit key, its source, its scope's admitted pages, its original's duplicates),
+the counts by status and the order of when pages were last seen are read from the documents
+table, so adding to them writes nothing: a user's SQL sees one row a page. A transaction is
+BEGIN IMMEDIATE, or a savepoint inside one (a page of a batch).
 """
 
 from __future__ import annotations
@@ -35,7 +36,10 @@ SETS = {"lk": ("lookup_keys", "key", "doc"), "skip_rule": ("url_skip_rules", "ru
 # Sets read from the documents' own columns: (the condition on a key).
 DERIVED = {
     "url": "scope = ? AND url_key = ?", "src": "source = ?", "admitted": "status = 'unique' AND scope = ?",
+    "dup": "duplicate_of = ?",
 }  # fmt: skip
+# Orders read from the documents' own columns (the ledger writes the column with the rank).
+ORDERS = {"seen": "last_seen"}
 _CHUNK = 500  # values bound in one statement
 
 
@@ -79,7 +83,9 @@ class SQLiteEngine:
 
     def new_id(self, kind: str) -> int:
         table, column = TABLES[kind], _ID.get(kind, "id")
+        top = self.db.execute("SELECT value FROM meta WHERE key = ?", (f"top_{kind}",)).fetchone()
         doc = self.db.execute(f"SELECT COALESCE(MAX({column}), 0) + 1 FROM {table}").fetchone()[0]
+        doc = max(doc, int(top[0]) + 1 if top and str(top[0]).isdigit() else 0)  # not a deleted one's
         self._fresh.add((kind, doc))
         return doc
 
@@ -118,7 +124,14 @@ class SQLiteEngine:
         return [found.get(doc) for doc in docs]
 
     def delete(self, kind: str, doc: int) -> None:
+        """Delete the row; the highest id deleted is kept, so that new_id never gives it again."""
         self.db.execute(f"DELETE FROM {TABLES[kind]} WHERE {_ID.get(kind, 'id')} = ?", (doc,))
+        if kind not in _ID:
+            self.db.execute(
+                "INSERT INTO meta VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = "
+                "MAX(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))",
+                (f"top_{kind}", doc),
+            )
 
     def listing(self, kind: str) -> Iterator[int]:
         column = _ID.get(kind, "id")
@@ -188,6 +201,17 @@ class SQLiteEngine:
 
     def bump(self, name: str, field: str, by: int = 1) -> None:
         self.incr(name, field, by)
+
+    def rank(self, name: str, doc: int, score: float | None) -> None:
+        """Nothing: an order is read from its column, which the ledger writes."""
+
+    def ranked(self, name: str, below: float | None = None, beyond: int | None = None) -> list[int]:
+        column = ORDERS[name]
+        query = (
+            f"SELECT id FROM documents WHERE {column} < ? OR id IN (SELECT id FROM documents "
+            f"ORDER BY {column} DESC, id DESC LIMIT -1 OFFSET ?) ORDER BY {column}, id"
+        )
+        return [row[0] for row in self.db.execute(query, (below, 2**62 if beyond is None else beyond))]
 
     def clear(self, names: Sequence[str], kinds: Sequence[str]) -> None:
         tables = {MAPS[n][0] if n in MAPS else SETS[n][0] for n in names} | {TABLES[k] for k in kinds}

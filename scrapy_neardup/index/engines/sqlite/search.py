@@ -50,7 +50,8 @@ class SQLiteSearch:
         self.spots.post(doc_id, fp.spots, scope_id)
 
     def unpost(self, doc_id: int, fp: Fingerprint, scope_id: int) -> None:
-        """Nothing: a stale spot posting only adds a candidate, read back with its real status."""
+        """A page no longer admitted leaves its spot lists."""
+        self.spots.unpost(doc_id, fp.spots, scope_id)
 
     def find(self, probe: Fingerprint, scope_id: int) -> Iterator[tuple[int, Fingerprint]]:
         """Admitted pages of the scope that could match ``probe`` by some configured method,

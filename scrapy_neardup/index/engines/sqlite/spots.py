@@ -129,6 +129,23 @@ class SpotLists:
             [(k, doc) for k in self.keys.posting_keys(self._walk(spots), scope_id, self.classes)],
         )
 
+    def unpost(self, doc_id: int, spots: SpotSet, scope_id: int) -> None:
+        """Take a page out of the lists it was posted under (a list left empty goes)."""
+        if not self.searched(spots):
+            return
+        for key in self.keys.posting_keys(self._walk(spots), scope_id, self.classes):
+            row = self.db.execute("SELECT docs FROM spot_lists WHERE key = ?", (key,)).fetchone()
+            if row is None or not isinstance(row[0], bytes) or len(row[0]) % 4:
+                continue  # not posted, or a damaged list: each of its candidates is verified
+            docs = np.frombuffer(row[0], dtype="<u4")
+            kept = docs[docs != doc_id]
+            if len(kept) == len(docs):
+                continue
+            if len(kept):
+                self.db.execute("UPDATE spot_lists SET docs = ? WHERE key = ?", (kept.tobytes(), key))
+            else:
+                self.db.execute("DELETE FROM spot_lists WHERE key = ?", (key,))
+
     def candidates(self, spots: SpotSet, scope_id: int) -> list[int]:
         """Documents sharing enough spots of their prefixes with a probe of these ``spots``."""
         ranges, parts, needs = self.keys.probe(self._walk(spots), scope_id, self.classes)
