@@ -57,7 +57,21 @@ def zh_texts() -> list[str]:
     return [p.read_text(encoding="utf-8") for p in sorted(folder.glob("article-*.txt"))]
 
 
-BACKENDS = ("sqlite", "memory", "toy", "redis")
+BACKENDS = ("sqlite", "memory", "toy", "redis", "postgres")
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    """A real PostgreSQL server on 127.0.0.1 (``pg_server``), started for the test run."""
+    import pg_server
+
+    try:
+        url, data = pg_server.start()
+    except pg_server.Unavailable as exc:
+        pytest.skip(str(exc))
+    yield url
+    pg_server.stop(data)
+    shutil.rmtree(data.parent, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -104,6 +118,10 @@ def make_index(backend: str, config, folder: Path, name: str = "index.db", redis
         from scrapy_neardup.index.engines.redis import RedisIndex
 
         return RedisIndex(redis_url, config, prefix=f"test:{uuid.uuid4().hex}")
+    if backend == "postgres":
+        from scrapy_neardup.index.engines.postgres import PostgresIndex
+
+        return PostgresIndex(redis_url, config, prefix=f"test_{uuid.uuid4().hex}")
     raise ValueError(backend)
 
 
@@ -113,7 +131,7 @@ def open_detector(request, tmp_path):
     from scrapy_neardup.detector import Detector
 
     made = []
-    url = request.getfixturevalue("redis_url") if request.param == "redis" else None
+    url = request.getfixturevalue(f"{request.param}_url") if request.param in ("redis", "postgres") else None
 
     def open_(config, name: str = "index.db"):
         made.append(Detector(config, make_index(request.param, config, tmp_path, name, url)))
@@ -122,7 +140,7 @@ def open_detector(request, tmp_path):
     open_.backend = request.param
     yield open_
     for detector in made:
-        if request.param == "redis":
+        if request.param in ("redis", "postgres"):
             detector.index.remove()
         detector.close()
 

@@ -69,7 +69,11 @@ def posted_ids(detector: Detector) -> set[int]:
     """Every document id any posting of the index holds (lookup keys and spot lists)."""
     index, found = detector.index, set()
     engine = index.engine
-    if hasattr(engine, "db"):  # SQLite: its tables
+    if hasattr(engine, "schema"):  # PostgreSQL: its tables
+        found |= {doc for (doc,) in engine.execute(f"SELECT doc FROM {engine.t('lookup_keys')}")}
+        for (blob,) in engine.execute(f"SELECT docs FROM {engine.t('spot_lists')}"):
+            found |= {int.from_bytes(blob[i : i + 4], "little") for i in range(0, len(blob), 4)}
+    elif hasattr(engine, "db"):  # SQLite: its tables
         found |= {doc for (doc,) in engine.db.execute("SELECT doc FROM lookup_keys")}
         for (blob,) in engine.db.execute("SELECT docs FROM spot_lists"):
             found |= {int.from_bytes(blob[i : i + 4], "little") for i in range(0, len(blob), 4)}

@@ -218,9 +218,11 @@ def test_an_engine_under_the_ledger_gives_the_oracle_s_verdicts(
     st.sampled_from(["global", "host"]),
     st.sampled_from([150, 8]),
 )
-def test_redis_index_finds_exactly_what_brute_force_finds(
-    redis_url, monkeypatch, pages, methods, tau, scope, large
+@pytest.mark.parametrize("server", ["redis", "postgres"])
+def test_a_server_index_finds_exactly_what_brute_force_finds(
+    request, server, monkeypatch, pages, methods, tau, scope, large
 ):
+    from scrapy_neardup.index.engines.postgres import PostgresIndex
     from scrapy_neardup.index.engines.redis import RedisIndex
 
     config = DedupConfig(
@@ -229,7 +231,9 @@ def test_redis_index_finds_exactly_what_brute_force_finds(
     )  # fmt: skip
     with monkeypatch.context() as patch:
         patch.setattr(spot_search, "LARGE_PAGE_SPOTS", large)
-        index = RedisIndex(redis_url, config, prefix=f"prop:{uuid.uuid4().hex}")
+        url = request.getfixturevalue(f"{server}_url")
+        opened = RedisIndex if server == "redis" else PostgresIndex
+        index = opened(url, config, prefix=f"prop_{uuid.uuid4().hex}")
         try:
             with Detector(config, index) as detector:
                 found = [(v.duplicate, v.duplicate_of) for v in (detector.check(u, t) for u, t in pages)]

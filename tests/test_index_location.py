@@ -35,7 +35,7 @@ def test_a_location_names_its_backend_by_its_form(location, backend, where, key)
         ("redis://h/0", "names no key prefix"),
         ("redis://h/0?prefix=a*", "cannot prefix"),
         ("redis://h/0?prefix=", "cannot prefix"),
-        ("postgresql://u@h/db", "not in this release"),
+        ("postgresql://u@h/db", "names no key prefix"),
         ("", "names no index"),
     ],
 )

@@ -126,7 +126,7 @@ def test_a_rule_key_of_any_characters_reads_back_exactly(host, section, name, ki
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_every_backend_stores_rule_keys_of_any_characters(backend, tmp_path, request):
-    url = request.getfixturevalue("redis_url") if backend == "redis" else None
+    url = request.getfixturevalue(f"{backend}_url") if backend in ("redis", "postgres") else None
     index = make_index(backend, DedupConfig(), tmp_path, redis_url=url)
     names = ["x\ty", "a\nb", "nul\x00", "%09", "\udcff\udc80", "=&?#", "n" * 10_000, "ü€😀", ""]
     keys = [RuleKey("http://h\t", "s\n", PARAM, name) for name in names]

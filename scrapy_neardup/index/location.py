@@ -2,7 +2,8 @@
 
 ``path.sqlite`` (any path, or ``sqlite:path``) is an SQLite file,
 ``redis://host:6379/0?prefix=<key prefix>`` (``rediss://``, ``unix://``) a Redis index kept
-under that prefix, ``memory:`` an index that lives and dies with its process, and
+under that prefix, ``postgresql://user@host/db?prefix=<schema>`` a PostgreSQL index in that
+schema, ``memory:`` an index that lives and dies with its process, and
 ``<name>:<where>`` the backend registered as ``name`` in ``BACKENDS``. Nothing outside
 ``index/`` looks at the form of a location.
 """
@@ -22,6 +23,7 @@ BACKENDS: dict[str, str] = {
     "sqlite": "scrapy_neardup.index.engines.sqlite:SQLiteIndex",
     "redis": "scrapy_neardup.index.engines.redis:RedisIndex",
     "memory": "scrapy_neardup.index.engines.memory:MemoryIndex",
+    "postgres": "scrapy_neardup.index.engines.postgres:PostgresIndex",
 }
 
 
@@ -32,9 +34,9 @@ def backend(name: str) -> Any:
 
 
 # The schemes of a server's URL, and the backend each names.
-SERVER_SCHEMES = {"redis": "redis", "rediss": "redis", "unix": "redis"}
-# Schemes of backends this release does not have, refused by name rather than taken for a file.
-NOT_YET = ("postgresql", "postgres")
+SERVER_SCHEMES = {
+    "redis": "redis", "rediss": "redis", "unix": "redis", "postgresql": "postgres", "postgres": "postgres",
+}  # fmt: skip
 
 
 def safe_url(url: str) -> str:
@@ -72,10 +74,6 @@ class IndexSpec:
         name, colon, rest = text.partition(":")
         if colon and name in BACKENDS and name not in SERVER_SCHEMES:  # memory:, sqlite:path, a plugin's
             return cls(name, rest.removeprefix("//"), None, lock_timeout)
-        if scheme in NOT_YET:
-            raise IndexFileError(
-                safe_url(text), "a PostgreSQL index is not in this release; use a file or redis://"
-            )
         if scheme not in SERVER_SCHEMES:
             if not text.strip():
                 raise IndexFileError(repr(text), "names no index; give a file, redis://... or memory:")

@@ -1,0 +1,265 @@
+"""The PostgreSQL engine: the engine protocol over one schema's tables (``tables``).
+
+A transaction is SERIALIZABLE: PostgreSQL's serializable snapshot isolation watches what each
+check read (its lookup keys, the spot lists of its probe, the documents it compared) and fails
+one of two concurrent checks that read what the other wrote (``Conflict``: the Detector
+judges that page again). Two near-duplicates checked at once in two processes meet on a key,
+as in Redis (the one admitted first writes a key the other's probe reads), so they never both
+pass; checks of unrelated pages touch other rows and run in parallel, with no global lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from typing import Any
+
+from ...base import Conflict
+from .tables import DERIVED, ID, ORDERS, TABLES
+
+try:
+    import psycopg
+    from psycopg import errors
+except ImportError:  # pragma: no cover - without the extra, PostgresIndex refuses to start
+    psycopg = errors = None
+
+_INTEGER = re.compile(r"-?[0-9]{1,19}")
+
+
+def conflicts() -> tuple[type[Exception], ...]:
+    """The errors that mean another transaction got in the way: the check is made again."""
+    return (errors.SerializationFailure, errors.DeadlockDetected, errors.LockNotAvailable)
+
+
+class PostgresEngine:
+    """The engine protocol over the tables of ``schema`` on one connection (autocommit between
+    transactions, so a read outside one sees what others committed)."""
+
+    def __init__(self, connect: Callable[[], Any], schema: str, path: str) -> None:
+        self.connect, self.db = connect, connect()
+        self.schema, self.path, self.name = schema, path, path
+        self._depth = 0
+
+    def t(self, table: str) -> str:
+        return f"{self.schema}.{table}"
+
+    def execute(self, query: str, args: Sequence[Any] = ()) -> Any:
+        if self._depth == 0 and (self.db.closed or self.db.broken):
+            self._reconnect()
+        return self.db.execute(query, args, prepare=True)
+
+    def _reconnect(self) -> None:
+        """A server lost and back: a new connection (a failure is a storage error: the page passes)."""
+        with contextlib.suppress(Exception):
+            self.db.close()
+        self.db = self.connect()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """SERIALIZABLE, or a savepoint inside one; a conflict with another process is ``Conflict``."""
+        if self._depth == 0 and (self.db.closed or self.db.broken):
+            self._reconnect()
+        self._depth += 1
+        try:
+            with self.db.transaction():
+                if self._depth == 1:
+                    self.db.execute("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE")
+                yield
+        except conflicts() as exc:
+            raise Conflict(str(exc)) from None
+        finally:
+            self._depth -= 1
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Each page of a scan's batch is its own transaction (a conflict costs one page's work)."""
+        yield
+
+    # --- documents ------------------------------------------------------------------------
+
+    def new_id(self, kind: str) -> int:
+        return int(self.execute(f"SELECT nextval('{self.t(kind + '_ids')}')").fetchone()[0])
+
+    def put(self, kind: str, doc: int, fields: dict[str, Any]) -> None:
+        table, column = self.t(TABLES[kind]), ID.get(kind, "id")
+        names = list(fields)
+        updates = ", ".join(f"{name} = EXCLUDED.{name}" for name in names) or f"{column} = EXCLUDED.{column}"
+        self.execute(
+            f"INSERT INTO {table} ({', '.join([column, *names])}) VALUES (%s{', %s' * len(names)}) "
+            f"ON CONFLICT ({column}) DO UPDATE SET {updates}",
+            [doc, *fields.values()],
+        )
+
+    def get(
+        self, kind: str, docs: Sequence[int], fields: Sequence[str] | None = None
+    ) -> list[dict[str, Any] | None]:
+        table, column = self.t(TABLES[kind]), ID.get(kind, "id")
+        columns = "*" if fields is None else ", ".join(dict.fromkeys([column, *fields]))
+        cursor = self.execute(f"SELECT {columns} FROM {table} WHERE {column} = ANY(%s)", [list(docs)])
+        names = [c.name for c in cursor.description]
+        found = {}
+        for row in cursor:
+            values = dict(zip(names, row, strict=True))
+            found[values.pop(column)] = {k: _value(v) for k, v in values.items() if v is not None}
+        return [found.get(doc) for doc in docs]
+
+    def delete(self, kind: str, doc: int) -> None:
+        self.execute(f"DELETE FROM {self.t(TABLES[kind])} WHERE {ID.get(kind, 'id')} = %s", [doc])
+
+    def listing(self, kind: str) -> Iterator[int]:
+        table, column, last = self.t(TABLES[kind]), ID.get(kind, "id"), -1
+        while True:  # pages of ids, each its own query: a million-page report streams
+            rows = self.execute(
+                f"SELECT {column} FROM {table} WHERE {column} > %s ORDER BY {column} LIMIT 1000", [last]
+            ).fetchall()
+            if not rows:
+                return
+            yield from (row[0] for row in rows)
+            last = rows[-1][0]
+
+    # --- sets, maps and orders --------------------------------------------------------------
+
+    def add(self, name: str, key: Hashable, doc: int) -> None:
+        if name == "lk":
+            self.execute(
+                f"INSERT INTO {self.t('lookup_keys')} VALUES (%s, %s) ON CONFLICT DO NOTHING", [key, doc]
+            )
+        elif name not in DERIVED:
+            self.execute(
+                f"INSERT INTO {self.t('sets')} VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                [name, _key(key), doc],
+            )
+
+    def discard(self, name: str, key: Hashable, doc: int) -> None:
+        if name == "lk":
+            self.execute(f"DELETE FROM {self.t('lookup_keys')} WHERE key = %s AND doc = %s", [key, doc])
+        elif name not in DERIVED:
+            self.execute(
+                f"DELETE FROM {self.t('sets')} WHERE name = %s AND key = %s AND doc = %s",
+                [name, _key(key), doc],
+            )
+
+    def members(self, name: str, keys: Sequence[Hashable]) -> list[set[int]]:
+        if name in DERIVED:
+            query = f"SELECT id FROM {self.t('documents')} WHERE {DERIVED[name]}"
+            args = [list(key) if isinstance(key, tuple) else [key] for key in keys]
+            return [{row[0] for row in self.execute(query, arg)} for arg in args]
+        found: dict[Any, set[int]] = {}
+        if name == "lk":
+            rows = self.execute(
+                f"SELECT key, doc FROM {self.t('lookup_keys')} WHERE key = ANY(%s)", [list(keys)]
+            )
+            wanted = list(keys)
+        else:
+            wanted = [_key(key) for key in keys]
+            rows = self.execute(
+                f"SELECT key, doc FROM {self.t('sets')} WHERE name = %s AND key = ANY(%s)", [name, wanted]
+            )
+        for key, doc in rows:
+            found.setdefault(key, set()).add(doc)
+        return [found.get(key, set()) for key in wanted]
+
+    def map_get(self, name: str, fields: Sequence[str] | None = None) -> dict[str, Any]:
+        if name == "counts":
+            return dict(self.execute(f"SELECT status, COUNT(*) FROM {self.t('documents')} GROUP BY status"))
+        table, where, args = self._map(name)
+        if fields is not None:
+            where, args = (
+                f"{where} AND {'key' if name == 'meta' else 'field'} = ANY(%s)",
+                [*args, list(fields)],
+            )
+        column = "key" if name == "meta" else "field"
+        rows = self.execute(f"SELECT {column}, value FROM {table} WHERE {where}", args)
+        return {
+            field: int(value) if _INTEGER.fullmatch(value) else value
+            for field, value in rows
+            if value is not None
+        }
+
+    def _map(self, name: str) -> tuple[str, str, list[Any]]:
+        if name == "meta":
+            return self.t("meta"), "TRUE", []
+        return self.t("maps"), "name = %s", [name]
+
+    def map_set(self, name: str, values: dict[str, Any]) -> None:
+        for field, value in values.items():
+            if name == "meta" and value is None:
+                self.execute(f"DELETE FROM {self.t('meta')} WHERE key = %s", [field])
+            elif name == "meta":
+                self.execute(
+                    f"INSERT INTO {self.t('meta')} VALUES (%s, %s) "
+                    "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                    [field, str(value)],
+                )
+            elif value is None:
+                self.execute(f"DELETE FROM {self.t('maps')} WHERE name = %s AND field = %s", [name, field])
+            else:
+                self.execute(
+                    f"INSERT INTO {self.t('maps')} VALUES (%s, %s, %s) "
+                    "ON CONFLICT (name, field) DO UPDATE SET value = EXCLUDED.value",
+                    [name, field, str(value)],
+                )
+
+    def incr(self, name: str, field: str, by: int = 1) -> int:
+        if name == "counts":
+            return 0  # read from the documents' status
+        if name == "meta":
+            query = (
+                f"INSERT INTO {self.t('meta')} AS m VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET "
+                "value = (CASE WHEN m.value ~ '^-?[0-9]{1,18}$' THEN m.value::bigint ELSE 0 END "
+                "+ EXCLUDED.value::bigint)::text RETURNING value"
+            )
+            return int(self.execute(query, [field, str(by)]).fetchone()[0])
+        query = (
+            f"INSERT INTO {self.t('maps')} AS m VALUES (%s, %s, %s) ON CONFLICT (name, field) DO UPDATE SET "
+            "value = (CASE WHEN m.value ~ '^-?[0-9]{1,18}$' THEN m.value::bigint ELSE 0 END "
+            "+ EXCLUDED.value::bigint)::text RETURNING value"
+        )
+        return int(self.execute(query, [name, field, str(by)]).fetchone()[0])
+
+    def bump(self, name: str, field: str, by: int = 1) -> None:
+        self.incr(name, field, by)
+
+    def rank(self, name: str, doc: int, score: float | None) -> None:
+        """Nothing: an order is read from its column, which the ledger writes."""
+
+    def ranked(self, name: str, below: float | None = None, beyond: int | None = None) -> list[int]:
+        column, table = ORDERS[name], self.t("documents")
+        query = (
+            f"SELECT id FROM {table} WHERE {column} < %s OR id IN (SELECT id FROM {table} "
+            f"ORDER BY {column} DESC, id DESC OFFSET %s) ORDER BY {column}, id"
+        )
+        return [row[0] for row in self.execute(query, [below, 2**62 if beyond is None else beyond])]
+
+    def clear(self, names: Sequence[str], kinds: Sequence[str]) -> None:
+        for name in names:
+            if name == "lk":
+                self.execute(f"DELETE FROM {self.t('lookup_keys')}")
+            elif name not in DERIVED and name != "counts":
+                self.execute(f"DELETE FROM {self.t('maps')} WHERE name = %s", [name])
+                self.execute(f"DELETE FROM {self.t('sets')} WHERE name = %s", [name])
+        for kind in kinds:
+            self.execute(f"DELETE FROM {self.t(TABLES[kind])}")
+
+    def size(self) -> int:
+        """The bytes of the index's tables with their indexes and TOAST."""
+        query = (
+            "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r'"
+        )
+        return int(self.execute(query, [self.schema.strip('"').replace('""', '"')]).fetchone()[0])
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.db.close()
+
+
+def _key(key: Hashable) -> str:
+    """A set's key as text (a tuple as a JSON list)."""
+    return json.dumps(list(key) if isinstance(key, tuple) else key)
+
+
+def _value(value: Any) -> Any:
+    return bytes(value) if isinstance(value, memoryview) else value

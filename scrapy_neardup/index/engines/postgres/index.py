@@ -1,0 +1,154 @@
+"""PostgresIndex: the index in PostgreSQL, on disk, shared by every crawler that reaches the server.
+
+The ledger over the PostgreSQL engine (``engine``) and its search (``search``), in one schema
+of its own (``postgresql://user@host/db?prefix=<schema>``, by default the crawl's
+``<spider>:neardup``). A schema that holds tables but no index is another program's: refused,
+never written into, never dropped.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ....config import DedupConfig
+from ....exceptions import IndexFileError, MissingExtraError
+from ... import schema
+from ...ledger import Ledger
+from ...location import safe_url
+from .engine import PostgresEngine
+from .search import PostgresSearch
+from .tables import OWN, SEQUENCES, create_statements
+
+if TYPE_CHECKING:
+    from ...location import IndexSpec
+
+try:
+    import psycopg
+    from psycopg import sql
+except ImportError:  # pragma: no cover - the extra is missing
+    psycopg = sql = None
+
+
+def _connect(url: str, timeout: float) -> Any:
+    if psycopg is None:
+        raise MissingExtraError("the PostgreSQL index needs psycopg: pip install 'scrapy-neardup[postgres]'")
+    return psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(timeout)))
+
+
+def _reconnecting(first: Any, url: str, timeout: float) -> Any:
+    """A connect function that gives ``first`` once, then new connections."""
+    made = [first]
+    return lambda: made.pop() if made else _connect(url, timeout)
+
+
+def _quoted(name: str) -> str:
+    return sql.Identifier(name).as_string(None)
+
+
+def _tables(db: Any, name: str) -> set[str]:
+    rows = db.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = %s", [name])
+    return {row[0] for row in rows}
+
+
+class PostgresIndex(Ledger):
+    """Candidate search over admitted pages kept in PostgreSQL, with every verdict recorded."""
+
+    def __init__(self, url: str, config: DedupConfig, prefix: str = "neardup", timeout: float = 10.0) -> None:
+        self.url, self.prefix = url, prefix
+        path = f"{safe_url(url)} {prefix}"
+        try:
+            db = _connect(url, timeout)
+        except psycopg.Error as exc:
+            raise IndexFileError(path, f"cannot be reached ({str(exc).strip().splitlines()[0]})") from None
+        quoted = _quoted(prefix)
+        if len(prefix.encode("utf-8")) > 63:
+            db.close()
+            raise IndexFileError(path, f"{prefix!r} is longer than a schema name may be (63 bytes)")
+        try:
+            tables = _tables(db, prefix)
+            if tables and "meta" not in tables:
+                raise IndexFileError(
+                    path, f"schema {prefix!r} holds tables of another program; use another ?prefix="
+                )
+            if not tables:
+                with db.transaction():
+                    for statement in create_statements(quoted):
+                        db.execute(statement)
+                    db.cursor().executemany(
+                        f"INSERT INTO {quoted}.meta VALUES (%s, %s)",
+                        schema.meta_rows(config, not config.simhash_within_spotsigs),
+                    )
+            meta = dict(db.execute(f"SELECT key, value FROM {quoted}.meta").fetchall())
+            keys, simhash_keys = schema.spot_keys(meta, config, path, "another ?prefix=")
+        except psycopg.errors.InsufficientPrivilege as exc:
+            db.close()
+            raise IndexFileError(
+                path, f"cannot be written by this user ({str(exc).strip().splitlines()[0]})"
+            ) from None
+        except psycopg.Error as exc:
+            db.close()
+            raise IndexFileError(path, f"failed at opening ({str(exc).strip().splitlines()[0]})") from None
+        except (IndexFileError, KeyError, ValueError) as exc:
+            db.close()
+            if isinstance(exc, IndexFileError):
+                raise
+            raise IndexFileError(path, f"has damaged settings in its meta table ({exc!r})") from None
+        engine = PostgresEngine(_reconnecting(db, url, timeout), quoted, path)
+        engine.search = PostgresSearch(engine, config, keys, simhash_keys)
+        super().__init__(engine, config)
+        self.engine: PostgresEngine = engine
+
+    @classmethod
+    def from_spec(cls, spec: IndexSpec, config: DedupConfig) -> PostgresIndex:
+        return cls(spec.where, config, spec.key or "neardup")
+
+    @classmethod
+    def existing(cls, spec: IndexSpec) -> PostgresIndex:
+        """Open an index with the settings it was built with (reports, exports, forget)."""
+        path, prefix = f"{safe_url(spec.where)} {spec.key}", spec.key or "neardup"
+        try:
+            with _connect(spec.where, 10.0) as db:
+                if "meta" not in _tables(db, prefix):
+                    raise IndexFileError(path, "holds no scrapy-neardup index")
+                meta = dict(db.execute(f"SELECT key, value FROM {_quoted(prefix)}.meta").fetchall())
+        except psycopg.Error as exc:
+            raise IndexFileError(path, f"cannot be reached ({str(exc).strip().splitlines()[0]})") from None
+        return cls(spec.where, schema.config_from_meta(meta, path), prefix)
+
+    @classmethod
+    def reset(cls, spec: IndexSpec) -> None:
+        """NEARDUP_RESET: drop the index's own tables and sequences, nothing else in the schema."""
+        prefix, path = spec.key or "neardup", f"{safe_url(spec.where)} {spec.key}"
+        try:
+            with _connect(spec.where, 10.0) as db:
+                if "meta" not in _tables(db, prefix):
+                    return  # no index here (another program's tables are refused at opening)
+                quoted = _quoted(prefix)
+                with db.transaction():
+                    for table in OWN:
+                        db.execute(f"DROP TABLE IF EXISTS {quoted}.{table}")
+                    for sequence in SEQUENCES:
+                        db.execute(f"DROP SEQUENCE IF EXISTS {quoted}.{sequence}")
+        except psycopg.Error as exc:
+            raise IndexFileError(path, f"cannot be reset ({str(exc).strip().splitlines()[0]})") from None
+
+    def remove(self) -> None:
+        """Drop this index's own tables (the tests' clean-up)."""
+        self.close()
+        self.reset(_spec(self.url, self.prefix))
+
+    @classmethod
+    def failure_line(cls, spec: IndexSpec, exc: Exception) -> str | None:
+        return None  # its failures are errors of its own already
+
+    def is_storage_error(self, exc: Exception) -> bool:
+        return isinstance(exc, OSError) or type(exc).__module__.startswith("psycopg")
+
+    def failure_advice(self, exc: Exception) -> str:
+        return f"the PostgreSQL index {self.path} failed; pages are judged again once it answers"
+
+
+def _spec(url: str, prefix: str) -> IndexSpec:
+    from ...location import IndexSpec
+
+    return IndexSpec("postgres", url, prefix)

@@ -1,0 +1,157 @@
+"""The PostgreSQL index's own search, beneath the ledger: a probe's lookup keys and SpotSigs
+lists (``spot_lists``: a bytea of little-endian uint32 ids a posting key, as in the SQLite
+file), the exact bounds, then every signature of the candidates that pass. The spot order is
+frozen by frequency class once FREEZE_AT pages are admitted, as in SQLite and Redis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from ....config import DedupConfig
+from ....exceptions import IndexFileError
+from ....methods import Fingerprint
+from ....signatures.spotsigs import SpotSet
+from ...bounds import BOUND_COLUMNS, may_match
+from ...codecs import SIGNATURE_COLUMNS, blob_spots, sound_fingerprints, sound_spots_blob
+from ...lookup_keys import lookup_keys
+from ...pruning import SpotClasses, walk
+from ...spot_search import MAX_DOC, SpotKeys, shared
+
+FREEZE_AT = 5000  # admitted pages with spots after which the spot order is frozen
+
+
+class PostgresSearch:
+    """Candidates of a probe among a scope's admitted pages, from the schema's tables."""
+
+    def __init__(self, engine: Any, config: DedupConfig, keys: SpotKeys, probe_simhash: bool) -> None:
+        self.engine, self.config, self.keys, self.probe_simhash = engine, config, keys, probe_simhash
+        self.classes: SpotClasses | None = None
+        self._synced = False
+
+    def _searched(self, spots: SpotSet) -> bool:
+        return "spotsigs" in self.config.methods and spots.size >= self.config.spotsigs_least_spots
+
+    def ready(self) -> None:
+        """Load the frozen spot order, or freeze it when it is due (inside the transaction)."""
+        if self.classes is not None or self._synced or "spotsigs" not in self.config.methods:
+            return
+        t, execute = self.engine.t, self.engine.execute
+        if execute(f"SELECT 1 FROM {t('meta')} WHERE key = 'spot_order'").fetchone():
+            rows = execute(f"SELECT spot, class FROM {t('spot_classes')}").fetchall()
+            spots = np.array([r[0] for r in rows], dtype=np.int64).astype(np.uint64)
+            order = np.argsort(spots)
+            self.classes = SpotClasses(spots[order], np.array([r[1] for r in rows], dtype=np.int64)[order])
+            return
+        last = execute(f"SELECT last_value FROM {t('doc_ids')}").fetchone()[0]
+        if last < FREEZE_AT:
+            return
+        self._synced = True  # counted once a connection until due: a freeze is made once
+        query = f"SELECT COUNT(*) FROM {t('documents')} WHERE status = 'unique' AND spots IS NOT NULL"
+        if execute(query).fetchone()[0] >= FREEZE_AT:
+            self._freeze()
+
+    def _freeze(self) -> None:
+        """Count spot frequencies over the admitted pages, fix the classes and post them again."""
+        t, execute = self.engine.t, self.engine.execute
+        rows = execute(
+            f"SELECT id, scope, spots FROM {t('documents')} WHERE status = 'unique' AND spots IS NOT NULL"
+        ).fetchall()
+        sets = [
+            (doc, scope, blob_spots(bytes(blob)))
+            for doc, scope, blob in rows
+            if sound_spots_blob(bytes(blob))
+        ]
+        spots, df = np.unique(np.concatenate([s.hashes for _, _, s in sets]), return_counts=True)
+        classes = SpotClasses.from_frequencies(spots, df)
+        with self.engine.db.cursor() as cursor:
+            cursor.executemany(
+                f"INSERT INTO {t('spot_classes')} VALUES (%s, %s)",
+                list(zip(classes.spots.astype(np.int64).tolist(), classes.classes.tolist(), strict=True)),
+            )
+        execute(f"INSERT INTO {t('meta')} VALUES ('spot_order', 'classes')")
+        execute(f"DELETE FROM {t('spot_lists')}")
+        lists: dict[int, list[int]] = {}
+        for doc, scope, spot_set in sets:
+            if self._searched(spot_set):
+                for key in self.keys.posting_keys(walk(spot_set, classes), scope, classes):
+                    lists.setdefault(key, []).append(doc)
+        with self.engine.db.cursor() as cursor:
+            cursor.executemany(
+                f"INSERT INTO {t('spot_lists')} VALUES (%s, %s)",
+                [(key, np.array(sorted(docs), dtype="<u4").tobytes()) for key, docs in lists.items()],
+            )
+        self.classes = classes
+
+    def forget(self) -> None:
+        """After a rollback: a freeze the rolled-back work made is gone."""
+        self.classes, self._synced = None, False
+
+    def _posting_keys(self, spots: SpotSet, scope_id: int) -> list[int]:
+        return (
+            self.keys.posting_keys(walk(spots, self.classes), scope_id, self.classes)
+            if self._searched(spots)
+            else []
+        )
+
+    def post(self, doc_id: int, fp: Fingerprint, scope_id: int) -> None:
+        keys = self._posting_keys(fp.spots, scope_id)
+        if not keys:
+            return
+        if doc_id > MAX_DOC:
+            raise IndexFileError(self.engine.path, "is full: posting lists hold document ids below 2**32")
+        table = self.engine.t("spot_lists")
+        self.engine.execute(
+            f"INSERT INTO {table} AS s SELECT k, %s FROM unnest(%s::bigint[]) AS k "
+            "ON CONFLICT (key) DO UPDATE SET docs = s.docs || EXCLUDED.docs",
+            [doc_id.to_bytes(4, "little"), sorted(set(keys))],
+        )
+
+    def unpost(self, doc_id: int, fp: Fingerprint, scope_id: int) -> None:
+        """A page no longer admitted leaves its spot lists (a list left empty goes)."""
+        keys = sorted(set(self._posting_keys(fp.spots, scope_id)))
+        table, execute = self.engine.t("spot_lists"), self.engine.execute
+        for key, blob in execute(f"SELECT key, docs FROM {table} WHERE key = ANY(%s)", [keys]).fetchall():
+            docs = np.frombuffer(bytes(blob), dtype="<u4") if len(blob) % 4 == 0 else None
+            if docs is None or doc_id not in docs:
+                continue
+            kept = docs[docs != doc_id]
+            if len(kept):
+                execute(f"UPDATE {table} SET docs = %s WHERE key = %s", [kept.tobytes(), key])
+            else:
+                execute(f"DELETE FROM {table} WHERE key = %s", [key])
+
+    def find(self, probe: Fingerprint, scope_id: int) -> Iterator[tuple[int, Fingerprint]]:
+        """Admitted pages of the scope sharing a lookup key or enough spot lists with ``probe``."""
+        self.ready()
+        t, execute = self.engine.t, self.engine.execute
+        keys = lookup_keys(probe, scope_id, self.config, simhash=self.probe_simhash)
+        rows = execute(f"SELECT doc FROM {t('lookup_keys')} WHERE key = ANY(%s)", [keys])
+        found = {doc for (doc,) in rows}
+        if self._searched(probe.spots):
+            ranges, parts, needs = self.keys.probe(walk(probe.spots, self.classes), scope_id, self.classes)
+            if len(ranges):
+                lists = execute(
+                    f"SELECT s.key, s.docs FROM unnest(%s::bigint[], %s::bigint[]) AS r(low, high) "
+                    f"JOIN {t('spot_lists')} s ON s.key BETWEEN r.low AND r.high",
+                    [ranges[:, 0].tolist(), ranges[:, 1].tolist()],
+                ).fetchall()
+                found.update(shared([(key, bytes(blob)) for key, blob in lists], parts, needs))
+        if not found:
+            return
+        bounds = self._rows(BOUND_COLUMNS, sorted(found), scope_id)
+        survivors = [row[0] for row in may_match(probe, bounds, self.config)]
+        yield from sound_fingerprints(self._rows(SIGNATURE_COLUMNS, survivors, scope_id), self.engine.path)
+
+    def _rows(self, columns: str, ids: list[int], scope: int) -> list[tuple]:
+        """Rows of these ids that are admitted pages of ``scope``, in id order."""
+        if not ids:
+            return []
+        return self.engine.execute(
+            f"SELECT {columns} FROM {self.engine.t('documents')} WHERE id = ANY(%s) AND scope = %s "
+            "AND status = 'unique' ORDER BY id",
+            [ids, scope],
+        ).fetchall()

@@ -1,0 +1,53 @@
+"""The PostgreSQL index's tables, all in one schema of its own (the location's ``prefix``).
+
+Documents are rows of their kind's table, with a column a field (``records.FIELD_TYPES``:
+bigint, double precision, text, bytea); ids come from sequences, never given twice. Lookup keys
+and SpotSigs lists (a bytea of little-endian uint32 ids a key, as in the SQLite file) are
+tables of their own; the other sets and maps are rows of two narrow tables. The sets a
+record's columns hold (its revisit key, source, scope, original) and the counts by status
+are read from the documents, as the SQLite engine does: no row is shared by every page, so
+concurrent checks do not conflict on a counter.
+"""
+
+from __future__ import annotations
+
+from ...records import FIELD_TYPES
+
+TABLES = {"doc": "documents", "run": "runs", "skip": "url_skips", "text": "texts"}
+ID = {"text": "doc"}  # the id column of a table whose id is not ``id``
+SQL_TYPES = {int: "bigint", float: "double precision", str: "text", bytes: "bytea"}
+# Sets read from the documents' own columns: the condition on a key.
+DERIVED = {
+    "url": "scope = %s AND url_key = %s", "src": "source = %s",
+    "admitted": "status = 'unique' AND scope = %s", "dup": "duplicate_of = %s",
+}  # fmt: skip
+ORDERS = {"seen": "last_seen"}  # orders read from the documents' columns
+# Every table and sequence the index makes: a reset drops these, and nothing else.
+OWN = ("meta", "maps", "sets", "lookup_keys", "spot_lists", "spot_classes", *TABLES.values())
+SEQUENCES = tuple(f"{kind}_ids" for kind in ("doc", "run", "skip"))
+
+
+def create_statements(schema: str) -> list[str]:
+    """The statements that make an index in ``schema`` (a quoted identifier)."""
+    statements = [
+        f"CREATE SCHEMA IF NOT EXISTS {schema}",
+        f"CREATE TABLE {schema}.meta (key text PRIMARY KEY, value text NOT NULL)",
+        f"CREATE TABLE {schema}.maps (name text, field text, value text, PRIMARY KEY (name, field))",
+        f"CREATE TABLE {schema}.sets (name text, key text, doc bigint, PRIMARY KEY (name, key, doc))",
+        f"CREATE TABLE {schema}.lookup_keys (key bigint, doc bigint, PRIMARY KEY (key, doc))",
+        f"CREATE TABLE {schema}.spot_lists (key bigint PRIMARY KEY, docs bytea NOT NULL)",
+        f"CREATE TABLE {schema}.spot_classes (spot bigint PRIMARY KEY, class integer NOT NULL)",
+    ]
+    for kind, table in TABLES.items():
+        columns = [f"{ID.get(kind, 'id')} bigint PRIMARY KEY"]
+        columns += [f"{name} {SQL_TYPES[kind_type]}" for name, kind_type in FIELD_TYPES[kind].items()]
+        statements.append(f"CREATE TABLE {schema}.{table} ({', '.join(columns)})")
+    statements += [f"CREATE SEQUENCE {schema}.{name}" for name in SEQUENCES]
+    statements += [
+        f"CREATE INDEX ON {schema}.documents (url_key, scope)",
+        f"CREATE INDEX ON {schema}.documents (source) WHERE source IS NOT NULL",
+        f"CREATE INDEX ON {schema}.documents (duplicate_of) WHERE duplicate_of IS NOT NULL",
+        f"CREATE INDEX ON {schema}.documents (last_seen)",
+        f"ALTER TABLE {schema}.documents ALTER COLUMN spots SET STORAGE MAIN",  # compressed in its row
+    ]
+    return statements
