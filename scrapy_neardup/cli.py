@@ -152,12 +152,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     export = commands.add_parser(
         "export",
-        help="copy a Redis index into an SQLite file",
-        description="Copy a Redis index (every record, verdict, signature and kept text) into a new "
-        "SQLite index file, to keep it, report on it or query it with SQLite tools.",
+        help="copy a Redis or PostgreSQL index into an SQLite file",
+        description="Copy an index on a server, Redis or PostgreSQL (every record, verdict, signature "
+        "and kept text), into a new SQLite index file, to keep it, report on it or query it with "
+        "SQLite tools.",
     )
     export.add_argument(
-        "--index", required=True, metavar="LOCATION", help="the Redis index (redis://host:6379/0?prefix=KEY)"
+        "--index",
+        required=True,
+        metavar="LOCATION",
+        help="the index: redis://host:6379/0?prefix=KEY or postgresql://user@host/db?prefix=SCHEMA",
     )
     export.add_argument("-o", "--output", required=True, help="the new SQLite index file")
     export.set_defaults(run=run_export)
@@ -187,7 +191,8 @@ def _add_index_options(parser: argparse.ArgumentParser, db_help: str) -> None:
         dest="index",
         required=True,
         metavar="LOCATION",
-        help=f"{db_help}, or redis://host:6379/0?prefix=<spider>:neardup for a Redis index",
+        help=f"{db_help}, redis://host:6379/0?prefix=<spider>:neardup for a Redis index, or "
+        "postgresql://user@host/db?prefix=<spider>:neardup for a PostgreSQL one",
     )
 
 

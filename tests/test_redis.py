@@ -259,7 +259,7 @@ def test_scan_report_and_export_work_from_redis(tmp_path, capsys, aeb_pages, red
     assert main(["report", "--index", redis_url, "--format", "json"]) == 2
     assert "names no key prefix" in capsys.readouterr().err
     assert main(["export", "--index", str(exported), "-o", str(tmp_path / "again.db")]) == 2
-    assert "is no Redis index" in capsys.readouterr().err
+    assert "is no index on a server" in capsys.readouterr().err
     RedisIndex.open_existing(redis_url, key).remove()
 
 

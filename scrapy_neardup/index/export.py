@@ -1,4 +1,4 @@
-"""Copy an index into a new SQLite file: a Redis index kept as one file for reports and archives.
+"""Copy an index into a new SQLite file: a server's index (Redis, PostgreSQL) kept as one file.
 
 Every record is copied in the order it was seen, with its verdict, signatures and kept text;
 admitted pages are posted again, so the file is a working index of its own, not only a report.
@@ -14,19 +14,19 @@ from ..exceptions import IndexFileError, InputError
 from ..signatures.spotsigs import spots32
 from . import SQLiteIndex, open_existing
 from .codecs import damaged_record
-from .engines.redis import RedisIndex
+from .ledger import Ledger
 from .location import IndexSpec
 
 
 def export_to_sqlite(spec: IndexSpec, out: str | Path) -> int:
-    """Copy the Redis index ``spec`` names into the new SQLite index file ``out``; the number of
-    records copied."""
+    """Copy the server's index ``spec`` names into the new SQLite index file ``out``; the number
+    of records copied."""
     out = Path(out)
     if out.exists():
         raise InputError(f"{out}: exists already; name a new file for the export")
-    if spec.backend != "redis":
+    if spec.backend in ("sqlite", "memory"):
         raise IndexFileError(
-            spec, "is no Redis index; export copies one into a file (an SQLite index is one)"
+            spec, "is no index on a server; export copies a Redis or PostgreSQL one into a file"
         )
     with open_existing(spec) as source:
         try:
@@ -35,7 +35,7 @@ def export_to_sqlite(spec: IndexSpec, out: str | Path) -> int:
             raise IndexFileError(out, f"cannot be written ({exc})") from None
 
 
-def _export(source: RedisIndex, out: Path) -> int:
+def _export(source: Ledger, out: Path) -> int:
     new_ids: dict[int, int] = {}
     with SQLiteIndex(out, source.config) as target, target.batch():
         action = source.last_action()
@@ -58,7 +58,7 @@ def _export(source: RedisIndex, out: Path) -> int:
     return len(new_ids)
 
 
-def _copy(source: RedisIndex, target: SQLiteIndex, record: dict, new_ids: dict[int, int]) -> int:
+def _copy(source: Ledger, target: SQLiteIndex, record: dict, new_ids: dict[int, int]) -> int:
     """Copy one record; its id in ``target``."""
     doc = record["id"]
     fp, where, key = source.stored(doc)

@@ -45,6 +45,10 @@ def _quoted(name: str) -> str:
     return sql.Identifier(name).as_string(None)
 
 
+def _literal(text: str) -> str:
+    return sql.Literal(text).as_string(None)
+
+
 def _tables(db: Any, name: str) -> set[str]:
     rows = db.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = %s", [name])
     return {row[0] for row in rows}
@@ -53,7 +57,14 @@ def _tables(db: Any, name: str) -> set[str]:
 class PostgresIndex(Ledger):
     """Candidate search over admitted pages kept in PostgreSQL, with every verdict recorded."""
 
-    def __init__(self, url: str, config: DedupConfig, prefix: str = "neardup", timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        config: DedupConfig,
+        prefix: str = "neardup",
+        timeout: float = 10.0,
+        read_only: bool = False,
+    ) -> None:
         self.url, self.prefix = url, prefix
         path = f"{safe_url(url)} {prefix}"
         try:
@@ -70,7 +81,8 @@ class PostgresIndex(Ledger):
                 raise IndexFileError(
                     path, f"schema {prefix!r} holds tables of another program; use another ?prefix="
                 )
-            if not tables:
+            reset = "meta" in tables and not db.execute(f"SELECT 1 FROM {quoted}.meta LIMIT 1").fetchone()
+            if (not tables or reset) and not read_only:
                 with db.transaction():
                     for statement in create_statements(quoted):
                         db.execute(statement)
@@ -80,6 +92,11 @@ class PostgresIndex(Ledger):
                     )
             meta = dict(db.execute(f"SELECT key, value FROM {quoted}.meta").fetchall())
             keys, simhash_keys = schema.spot_keys(meta, config, path, "another ?prefix=")
+            writable = f"has_table_privilege({_literal(quoted + '.documents')}, 'INSERT')"
+            if not read_only and not db.execute(f"SELECT {writable}").fetchone()[0]:
+                raise IndexFileError(
+                    path, "cannot be written by this user (a read-only role); reports can read it"
+                )
         except psycopg.errors.InsufficientPrivilege as exc:
             db.close()
             raise IndexFileError(
@@ -113,7 +130,7 @@ class PostgresIndex(Ledger):
                 meta = dict(db.execute(f"SELECT key, value FROM {_quoted(prefix)}.meta").fetchall())
         except psycopg.Error as exc:
             raise IndexFileError(path, f"cannot be reached ({str(exc).strip().splitlines()[0]})") from None
-        return cls(spec.where, schema.config_from_meta(meta, path), prefix)
+        return cls(spec.where, schema.config_from_meta(meta, path), prefix, read_only=True)
 
     @classmethod
     def reset(cls, spec: IndexSpec) -> None:
@@ -126,16 +143,22 @@ class PostgresIndex(Ledger):
                 quoted = _quoted(prefix)
                 with db.transaction():
                     for table in OWN:
-                        db.execute(f"DROP TABLE IF EXISTS {quoted}.{table}")
+                        if table != "meta":
+                            db.execute(f"DROP TABLE IF EXISTS {quoted}.{table}")
                     for sequence in SEQUENCES:
                         db.execute(f"DROP SEQUENCE IF EXISTS {quoted}.{sequence}")
+                    db.execute(f"DELETE FROM {quoted}.meta")  # the schema stays the index's
         except psycopg.Error as exc:
             raise IndexFileError(path, f"cannot be reset ({str(exc).strip().splitlines()[0]})") from None
 
     def remove(self) -> None:
-        """Drop this index's own tables (the tests' clean-up)."""
+        """Drop this index's own tables, and its schema when nothing else is in it (tests' clean-up)."""
         self.close()
         self.reset(_spec(self.url, self.prefix))
+        with _connect(self.url, 10.0) as db:
+            db.execute(f"DROP TABLE IF EXISTS {_quoted(self.prefix)}.meta")
+            if not _tables(db, self.prefix):
+                db.execute(f"DROP SCHEMA IF EXISTS {_quoted(self.prefix)}")
 
     @classmethod
     def failure_line(cls, spec: IndexSpec, exc: Exception) -> str | None:

@@ -22,32 +22,35 @@ DERIVED = {
     "admitted": "status = 'unique' AND scope = %s", "dup": "duplicate_of = %s",
 }  # fmt: skip
 ORDERS = {"seen": "last_seen"}  # orders read from the documents' columns
-# Every table and sequence the index makes: a reset drops these, and nothing else.
+# Every table and sequence the index makes: a reset drops these (and empties ``meta``, which
+# marks the schema as the index's until it is made again), nothing else.
 OWN = ("meta", "maps", "sets", "lookup_keys", "spot_lists", "spot_classes", *TABLES.values())
 SEQUENCES = tuple(f"{kind}_ids" for kind in ("doc", "run", "skip"))
 
 
 def create_statements(schema: str) -> list[str]:
     """The statements that make an index in ``schema`` (a quoted identifier)."""
+    table = f"CREATE TABLE IF NOT EXISTS {schema}"
     statements = [
         f"CREATE SCHEMA IF NOT EXISTS {schema}",
-        f"CREATE TABLE {schema}.meta (key text PRIMARY KEY, value text NOT NULL)",
-        f"CREATE TABLE {schema}.maps (name text, field text, value text, PRIMARY KEY (name, field))",
-        f"CREATE TABLE {schema}.sets (name text, key text, doc bigint, PRIMARY KEY (name, key, doc))",
-        f"CREATE TABLE {schema}.lookup_keys (key bigint, doc bigint, PRIMARY KEY (key, doc))",
-        f"CREATE TABLE {schema}.spot_lists (key bigint PRIMARY KEY, docs bytea NOT NULL)",
-        f"CREATE TABLE {schema}.spot_classes (spot bigint PRIMARY KEY, class integer NOT NULL)",
+        f"{table}.meta (key text PRIMARY KEY, value text NOT NULL)",
+        f"{table}.maps (name text, field text, value text, PRIMARY KEY (name, field))",
+        f"{table}.sets (name text, key text, doc bigint, PRIMARY KEY (name, key, doc))",
+        f"{table}.lookup_keys (key bigint, doc bigint, PRIMARY KEY (key, doc))",
+        f"{table}.spot_lists (key bigint PRIMARY KEY, docs bytea NOT NULL)",
+        f"{table}.spot_classes (spot bigint PRIMARY KEY, class integer NOT NULL)",
     ]
-    for kind, table in TABLES.items():
+    for kind, name in TABLES.items():
         columns = [f"{ID.get(kind, 'id')} bigint PRIMARY KEY"]
-        columns += [f"{name} {SQL_TYPES[kind_type]}" for name, kind_type in FIELD_TYPES[kind].items()]
-        statements.append(f"CREATE TABLE {schema}.{table} ({', '.join(columns)})")
-    statements += [f"CREATE SEQUENCE {schema}.{name}" for name in SEQUENCES]
+        columns += [f"{field} {SQL_TYPES[kind_type]}" for field, kind_type in FIELD_TYPES[kind].items()]
+        statements.append(f"{table}.{name} ({', '.join(columns)})")
+    statements += [f"CREATE SEQUENCE IF NOT EXISTS {schema}.{name}" for name in SEQUENCES]
+    index = "CREATE INDEX IF NOT EXISTS"
     statements += [
-        f"CREATE INDEX ON {schema}.documents (url_key, scope)",
-        f"CREATE INDEX ON {schema}.documents (source) WHERE source IS NOT NULL",
-        f"CREATE INDEX ON {schema}.documents (duplicate_of) WHERE duplicate_of IS NOT NULL",
-        f"CREATE INDEX ON {schema}.documents (last_seen)",
+        f"{index} documents_url_key ON {schema}.documents (url_key, scope)",
+        f"{index} documents_source ON {schema}.documents (source) WHERE source IS NOT NULL",
+        f"{index} documents_duplicate_of ON {schema}.documents (duplicate_of) WHERE duplicate_of IS NOT NULL",
+        f"{index} documents_last_seen ON {schema}.documents (last_seen)",
         f"ALTER TABLE {schema}.documents ALTER COLUMN spots SET STORAGE MAIN",  # compressed in its row
     ]
     return statements

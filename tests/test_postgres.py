@@ -1,0 +1,216 @@
+"""The PostgreSQL index across processes, in crawls and under faults, against a real server the
+test run starts (``pg_server``). The storage protocol is tested on every backend in
+test_index_protocol.py and the property tests in test_index.py."""
+
+from __future__ import annotations
+
+import collections
+import json
+import multiprocessing
+import random
+import socket
+import threading
+import time
+import uuid
+
+import pytest
+from crawling import ADDON, crawl, expected, path_of, stats_match_truth
+
+from scrapy_neardup import DedupConfig
+from scrapy_neardup.detector import Detector
+from scrapy_neardup.exceptions import IndexFileError
+from scrapy_neardup.index import IndexSpec
+from scrapy_neardup.index.engines.postgres import PostgresIndex
+
+psycopg = pytest.importorskip("psycopg")
+
+CONFIG = DedupConfig(extractor="text", min_tokens=5)
+_WORDS = [f"w{i}" for i in range(400)] + ["the", "a", "is", "was", "has", "will", "can"] * 20
+GROUPS = [" ".join(random.Random(g).choices(_WORDS, k=120)) for g in range(8)]  # distinct pages
+
+
+def variants(text: str) -> list[str]:
+    """A page and two light edits of it: one duplicate group."""
+    words = text.split()
+    return [text, " ".join(words[:-3]), " ".join([*words[:10], "indeed", *words[10:]])]
+
+
+def _check_all(url: str, prefix: str, process: int, seed: int, barrier, results) -> None:
+    pages = [
+        (f"http://p{process}.example/{g}/{v}", t)
+        for g, text in enumerate(GROUPS)
+        for v, t in enumerate(variants(text))
+    ]
+    random.Random(seed * 10 + process).shuffle(pages)
+    with Detector(CONFIG, PostgresIndex(url, CONFIG, prefix)) as detector:
+        barrier.wait()
+        results.put([(page_url, detector.check(page_url, text).duplicate) for page_url, text in pages])
+
+
+def test_four_processes_admit_each_group_once(postgres_url):
+    """4 processes check the same groups' pages at once, 10 rounds: one page of each group admitted."""
+    ctx = multiprocessing.get_context("fork")
+    for round_ in range(10):
+        prefix = f"race_{uuid.uuid4().hex}"
+        PostgresIndex(postgres_url, CONFIG, prefix).close()  # made once, as a crawl's start does
+        barrier, results = ctx.Barrier(4), ctx.Queue()
+        workers = [
+            ctx.Process(target=_check_all, args=(postgres_url, prefix, n, round_, barrier, results))
+            for n in range(4)
+        ]
+        for worker in workers:
+            worker.start()
+        verdicts = [verdict for _ in workers for verdict in results.get(timeout=120)]
+        for worker in workers:
+            worker.join(30)
+        admitted = collections.Counter(url.split("/")[3] for url, duplicate in verdicts if not duplicate)
+        assert admitted == {str(g): 1 for g in range(len(GROUPS))}, f"round {round_}"
+        index = PostgresIndex(postgres_url, CONFIG, prefix)
+        assert index.stats()["documents"] == 4 * 3 * len(GROUPS)  # every page recorded, nothing lost
+        assert index.stats()["unique"] == len(GROUPS)
+        index.remove()
+
+
+def test_a_crawl_dedups_through_postgres_and_a_rerun_is_a_revisit(tmp_path, site, postgres_url):
+    settings = {**ADDON, "NEARDUP_INDEX": f"{postgres_url}?prefix=crawl_{uuid.uuid4().hex}"}
+    report = tmp_path / "report.html"
+    first = crawl(tmp_path, [site + "/"], {**settings, "NEARDUP_REPORT": str(report)})
+    stats_match_truth(first["stats"])
+    assert not {path_of(item["url"]) for item in first["items"]} & expected("duplicate")
+    assert report.exists() and "print/library.html" in report.read_text(encoding="utf-8")
+    again = crawl(tmp_path, [site + "/"], settings)
+    assert again["stats"].get("neardup/revisits") == 13  # every judged page, as on SQLite (test_revisits)
+    assert again["stats"].get("neardup/dropped") == first["stats"]["neardup/dropped"] == 5
+    assert sorted(item["url"] for item in again["items"]) == sorted(item["url"] for item in first["items"])
+
+
+def test_another_program_s_tables_are_refused_and_a_reset_drops_only_the_index(tmp_path, site, postgres_url):
+    schema = f"shop_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(postgres_url, autocommit=True) as db:
+        db.execute(f'CREATE SCHEMA "{schema}"')
+        db.execute(f'CREATE TABLE "{schema}".orders (id int)')
+    settings = {**ADDON, "NEARDUP_INDEX": f"{postgres_url}?prefix={schema}"}
+    for extra in ({}, {"NEARDUP_RESET": True}):
+        refused = crawl(tmp_path, [site + "/"], {**settings, **extra}, check=False)
+        said = [line for line in refused["stderr"].splitlines() if "scrapy-neardup cannot start" in line]
+        assert refused["returncode"] != 0 and said and "another program" in said[0], refused["stderr"][-2000:]
+    with psycopg.connect(postgres_url, autocommit=True) as db:
+        db.execute(f'DROP TABLE "{schema}".orders')
+        db.execute(f'CREATE TABLE "{schema}".notes (id int)')  # a user's own table beside the index
+        db.execute(f'DROP TABLE "{schema}".notes')
+    crawl(tmp_path, [site + "/"], {**settings, "NEARDUP_SCOPE": "host"})
+    with psycopg.connect(postgres_url, autocommit=True) as db:
+        db.execute(f'CREATE TABLE "{schema}".notes (id int)')
+    again = crawl(tmp_path, [site + "/"], {**settings, "NEARDUP_RESET": True})  # other settings: reset
+    assert "is new (reset)" in again["stderr"] and "neardup/revisits" not in again["stats"]
+    with psycopg.connect(postgres_url, autocommit=True) as db:
+        tables = {
+            r[0]
+            for r in db.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = %s", [schema]
+            )
+        }
+    assert "notes" in tables and "documents" in tables  # the user's table stayed
+
+
+def test_an_unreachable_server_stops_the_crawl_at_start_in_one_line(tmp_path, site):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # nothing listens there
+    where = f"postgresql://u@127.0.0.1:{port}/db"
+    failed = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_INDEX": where}, check=False)
+    assert failed["returncode"] != 0 and not failed["items"]
+    said = [line for line in failed["stderr"].splitlines() if "scrapy-neardup cannot start" in line]
+    assert said and f"127.0.0.1:{port}/db site:neardup: cannot be reached" in said[0]
+    assert "Traceback" not in failed["stderr"]
+
+
+def test_a_read_only_role_is_told_in_one_line_and_may_report(postgres_url, capsys):
+    from scrapy_neardup.cli import main
+
+    role = f"reader_{uuid.uuid4().hex[:8]}"
+    with Detector(CONFIG, PostgresIndex(postgres_url, CONFIG, f"ro_{role}")) as detector:
+        detector.check("http://a.example/1", GROUPS[0])
+    with psycopg.connect(postgres_url, autocommit=True) as db:
+        db.execute(f"CREATE ROLE {role} LOGIN")
+        db.execute(f'GRANT USAGE ON SCHEMA "ro_{role}" TO {role}')
+        db.execute(f'GRANT SELECT ON ALL TABLES IN SCHEMA "ro_{role}" TO {role}')
+    url = postgres_url.replace("postgres@", f"{role}@")
+    assert main(["report", "--index", f"{url}?prefix=ro_{role}", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["documents"] == 1
+    with pytest.raises(IndexFileError, match=r"cannot be written by this user"):
+        PostgresIndex(url, CONFIG, f"ro_{role}")
+    with pytest.raises(IndexFileError, match="cannot be written by this user"):
+        PostgresIndex(url, CONFIG, f"new_{role}")  # may not even make its schema
+    with psycopg.connect(postgres_url, autocommit=True) as db:
+        db.execute(f'REVOKE ALL ON ALL TABLES IN SCHEMA "ro_{role}" FROM {role}')
+        db.execute(f'REVOKE ALL ON SCHEMA "ro_{role}" FROM {role}')
+    PostgresIndex(postgres_url, CONFIG, f"ro_{role}").remove()
+
+
+def test_scan_report_export_and_forget_work_on_postgres(tmp_path, capsys, aeb_pages, postgres_url):
+    from scrapy_neardup.cli import main
+
+    folder = tmp_path / "pages"
+    folder.mkdir()
+    for i, body in enumerate(list(aeb_pages.values())[:6]):
+        (folder / f"{i}.html").write_bytes(body)
+        if i % 2 == 0:
+            (folder / f"{i}-copy.html").write_bytes(body.replace(b"<body", b"<body data-copy='1'", 1))
+    where = f"{postgres_url}?prefix=scan_{uuid.uuid4().hex}"
+    assert main(["scan", str(folder), "--index", where, "--workers", "0"]) == 0
+    assert "3 duplicates" in capsys.readouterr().out
+    assert main(["report", "--index", where, "--format", "json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["clusters"]) == 3
+    exported = tmp_path / "exported.db"
+    assert main(["export", "--index", where, "-o", str(exported)]) == 0
+    assert main(["report", "--index", str(exported), "--format", "json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["clusters"]) == 3
+    assert main(["forget", "--index", where, "--max-pages", "2"]) == 0
+    assert "left" in capsys.readouterr().err
+    assert PostgresIndex.existing(IndexSpec.parse(where)).stats()["documents"] <= 2
+
+
+def test_server_stopped_and_started_mid_crawl_loses_no_page(tmp_path, site):
+    """A server of its own, stopped while a crawl runs and started again: pages pass unjudged and
+    counted meanwhile, are judged again once it is back, and none is lost."""
+    import pg_server
+
+    try:
+        url, data = pg_server.start()
+    except pg_server.Unavailable as exc:
+        pytest.skip(str(exc))
+    where = f"{url}?prefix=lost"
+    settings = {**ADDON, "NEARDUP_INDEX": where, "DOWNLOAD_DELAY": 1.0, "CONCURRENT_REQUESTS": 1}
+    outcome: dict = {}
+    crawler = threading.Thread(
+        target=lambda: outcome.update(crawl(tmp_path, [site + "/"], settings, check=False))
+    )
+    try:
+        crawler.start()
+        deadline = time.time() + 60
+        while time.time() < deadline and _documents(url) < 2:  # the crawl is under way
+            time.sleep(0.2)
+        pg_server.stop(data, "fast")
+        time.sleep(4)
+        pg_server.restart(data)
+        restarted_at = time.time()
+        crawler.join(180)
+        assert outcome["returncode"] == 0, outcome["stderr"][-2000:]
+        assert outcome["stats"].get("neardup/skipped/error", 0) >= 1
+        assert len(outcome["items"]) >= len(expected("unique"))  # no page the crawl parsed was lost
+        index = PostgresIndex.existing(IndexSpec.parse(where))
+        documents = list(index.documents())
+        assert index.stats()["documents"] == len(documents)
+        assert any(r["seen_at"] > restarted_at for r in documents)  # judged again once it was back
+        index.close()
+    finally:
+        pg_server.stop(data)
+
+
+def _documents(url: str) -> int:
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=2) as db:
+            return db.execute('SELECT COUNT(*) FROM "lost".documents').fetchone()[0]
+    except psycopg.Error:
+        return 0
