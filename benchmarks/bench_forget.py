@@ -1,6 +1,6 @@
 """Forgetting benchmark: 30 daily crawls of a changing site, with and without NEARDUP_FORGET_AFTER.
 
-    python benchmarks/bench_forget.py                        # SQLite, Redis and memory, 30 days
+    python benchmarks/bench_forget.py                        # SQLite and Redis, 30 days
     python benchmarks/bench_forget.py --backends sqlite --days 12
 
 The site is a news site: every day ``--new`` articles are published, and an article stays
@@ -135,7 +135,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--backends", nargs="+", default=["sqlite", "redis", "memory"])
+    parser.add_argument("--backends", nargs="+", default=["sqlite", "redis"])
     parser.add_argument("--days", type=int, default=30)
     parser.add_argument("--new", type=int, default=200, help="articles published a day")
     parser.add_argument("--live", type=int, default=5, help="days an article stays linked")

@@ -1,11 +1,14 @@
 """The PostgreSQL engine: the engine protocol over one schema's tables (``tables``).
 
-A transaction is SERIALIZABLE: PostgreSQL's serializable snapshot isolation watches what each
-check read (its lookup keys, the spot lists of its probe, the documents it compared) and fails
-one of two concurrent checks that read what the other wrote (``Conflict``: the Detector
-judges that page again). Two near-duplicates checked at once in two processes meet on a key,
-as in Redis (the one admitted first writes a key the other's probe reads), so they never both
-pass; checks of unrelated pages touch other rows and run in parallel, with no global lock.
+Exact under concurrency without a global lock: a check's transaction (READ COMMITTED) first
+takes transaction-scoped advisory locks on its *candidate keys*, in sorted order, in one
+statement (``search.PostgresSearch.find``): each lookup key it reads or posts, and the spot
+(scope and spot hash) of each SpotSigs list it probes or is posted to. Two near-duplicates
+always share one (the exactness argument of ``pruning``: the first's posting is in the
+second's probe), so the second waits until the first commits, then reads its postings:
+they never both pass. Unrelated pages take other locks and run in parallel. A deadlock
+(rows locked in another order: a revisit's old postings, URL rules) fails one transaction
+(``Conflict``: the Detector judges the page again, a bounded number of times).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ except ImportError:  # pragma: no cover - without the extra, PostgresIndex refus
     psycopg = errors = None
 
 _INTEGER = re.compile(r"-?[0-9]{1,19}")
+FIRST_WINS = ("scopes",)  # maps whose values, once set, no process changes
 
 
 def conflicts() -> tuple[type[Exception], ...]:
@@ -50,6 +54,14 @@ class PostgresEngine:
             self._reconnect()
         return self.db.execute(query, args, prepare=True)
 
+    def lock(self, keys: list[int]) -> None:
+        """Advisory locks on these keys until the transaction ends, taken in sorted order."""
+        if keys:
+            self.execute(
+                "SELECT pg_advisory_xact_lock(k) FROM unnest(%s::bigint[]) AS k ORDER BY k",
+                [sorted(set(keys))],
+            ).fetchall()
+
     def _reconnect(self) -> None:
         """A server lost and back: a new connection (a failure is a storage error: the page passes)."""
         with contextlib.suppress(Exception):
@@ -58,14 +70,12 @@ class PostgresEngine:
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
-        """SERIALIZABLE, or a savepoint inside one; a conflict with another process is ``Conflict``."""
+        """READ COMMITTED, or a savepoint inside one; a deadlock with another process is ``Conflict``."""
         if self._depth == 0 and (self.db.closed or self.db.broken):
             self._reconnect()
         self._depth += 1
         try:
-            with self.db.transaction():
-                if self._depth == 1:
-                    self.db.execute("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE")
+            with self.db.pipeline() if self._depth == 1 else contextlib.nullcontext(), self.db.transaction():
                 yield
         except conflicts() as exc:
             raise Conflict(str(exc)) from None
@@ -98,9 +108,10 @@ class PostgresEngine:
         table, column = self.t(TABLES[kind]), ID.get(kind, "id")
         columns = "*" if fields is None else ", ".join(dict.fromkeys([column, *fields]))
         cursor = self.execute(f"SELECT {columns} FROM {table} WHERE {column} = ANY(%s)", [list(docs)])
+        rows = cursor.fetchall()  # first: in a pipeline, the description comes with the rows
         names = [c.name for c in cursor.description]
         found = {}
-        for row in cursor:
+        for row in rows:
             values = dict(zip(names, row, strict=True))
             found[values.pop(column)] = {k: _value(v) for k, v in values.items() if v is not None}
         return [found.get(doc) for doc in docs]
@@ -195,12 +206,24 @@ class PostgresEngine:
                 )
             elif value is None:
                 self.execute(f"DELETE FROM {self.t('maps')} WHERE name = %s AND field = %s", [name, field])
+            elif name in FIRST_WINS:
+                self._first_wins(name, field, str(value))
             else:
                 self.execute(
                     f"INSERT INTO {self.t('maps')} VALUES (%s, %s, %s) "
                     "ON CONFLICT (name, field) DO UPDATE SET value = EXCLUDED.value",
                     [name, field, str(value)],
                 )
+
+    def _first_wins(self, name: str, field: str, value: str) -> None:
+        """A value set once (a scope's id): another process's, set first, makes this check again."""
+        made = self.execute(
+            f"INSERT INTO {self.t('maps')} VALUES (%s, %s, %s) "
+            "ON CONFLICT (name, field) DO NOTHING RETURNING 1",
+            [name, field, value],
+        ).fetchone()
+        if not made:
+            raise Conflict(f"{name} {field!r} was given another value by another process")
 
     def incr(self, name: str, field: str, by: int = 1) -> int:
         if name == "counts":

@@ -111,7 +111,7 @@ class PostgresIndex(Ledger):
                 raise
             raise IndexFileError(path, f"has damaged settings in its meta table ({exc!r})") from None
         engine = PostgresEngine(_reconnecting(db, url, timeout), quoted, path)
-        engine.search = PostgresSearch(engine, config, keys, simhash_keys)
+        engine.search = PostgresSearch(engine, config, keys, not config.simhash_within_spotsigs, simhash_keys)
         super().__init__(engine, config)
         self.engine: PostgresEngine = engine
 

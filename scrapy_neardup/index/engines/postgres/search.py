@@ -27,8 +27,11 @@ FREEZE_AT = 5000  # admitted pages with spots after which the spot order is froz
 class PostgresSearch:
     """Candidates of a probe among a scope's admitted pages, from the schema's tables."""
 
-    def __init__(self, engine: Any, config: DedupConfig, keys: SpotKeys, probe_simhash: bool) -> None:
+    def __init__(
+        self, engine: Any, config: DedupConfig, keys: SpotKeys, probe_simhash: bool, simhash_keys: bool
+    ) -> None:
         self.engine, self.config, self.keys, self.probe_simhash = engine, config, keys, probe_simhash
+        self.simhash_keys = simhash_keys  # whether admitted pages post SimHash keys (the ledger's choice)
         self.classes: SpotClasses | None = None
         self._synced = False
 
@@ -114,7 +117,8 @@ class PostgresSearch:
         """A page no longer admitted leaves its spot lists (a list left empty goes)."""
         keys = sorted(set(self._posting_keys(fp.spots, scope_id)))
         table, execute = self.engine.t("spot_lists"), self.engine.execute
-        for key, blob in execute(f"SELECT key, docs FROM {table} WHERE key = ANY(%s)", [keys]).fetchall():
+        rows = execute(f"SELECT key, docs FROM {table} WHERE key = ANY(%s) ORDER BY key FOR UPDATE", [keys])
+        for key, blob in rows.fetchall():
             docs = np.frombuffer(bytes(blob), dtype="<u4") if len(blob) % 4 == 0 else None
             if docs is None or doc_id not in docs:
                 continue
@@ -129,17 +133,23 @@ class PostgresSearch:
         self.ready()
         t, execute = self.engine.t, self.engine.execute
         keys = lookup_keys(probe, scope_id, self.config, simhash=self.probe_simhash)
-        rows = execute(f"SELECT doc FROM {t('lookup_keys')} WHERE key = ANY(%s)", [keys])
-        found = {doc for (doc,) in rows}
+        ranges, parts, needs = np.zeros((0, 2), dtype=np.int64), range(0), []
         if self._searched(probe.spots):
             ranges, parts, needs = self.keys.probe(walk(probe.spots, self.classes), scope_id, self.classes)
-            if len(ranges):
-                lists = execute(
-                    f"SELECT s.key, s.docs FROM unnest(%s::bigint[], %s::bigint[]) AS r(low, high) "
-                    f"JOIN {t('spot_lists')} s ON s.key BETWEEN r.low AND r.high",
-                    [ranges[:, 0].tolist(), ranges[:, 1].tolist()],
-                ).fetchall()
-                found.update(shared([(key, bytes(blob)) for key, blob in lists], parts, needs))
+        # Its candidate keys, before anything is read: what it reads and what it will post.
+        posted = lookup_keys(probe, scope_id, self.config, simhash=self.simhash_keys, raw=True)
+        spots = [int(low) >> 12 for low in ranges[:, 0].tolist()]
+        spots += [key >> 12 for key in self._posting_keys(probe.spots, scope_id)]
+        self.engine.lock([*keys, *posted, *spots])
+        rows = execute(f"SELECT doc FROM {t('lookup_keys')} WHERE key = ANY(%s)", [keys])
+        found = {doc for (doc,) in rows}
+        if len(ranges):
+            lists = execute(
+                f"SELECT s.key, s.docs FROM unnest(%s::bigint[], %s::bigint[]) AS r(low, high) "
+                f"JOIN {t('spot_lists')} s ON s.key BETWEEN r.low AND r.high",
+                [ranges[:, 0].tolist(), ranges[:, 1].tolist()],
+            ).fetchall()
+            found.update(shared([(key, bytes(blob)) for key, blob in lists], parts, needs))
         if not found:
             return
         bounds = self._rows(BOUND_COLUMNS, sorted(found), scope_id)
