@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-test
 DEMO_STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-redis test lint bench bench-quality clean
+.PHONY: demo demo-redis demo-postgres test lint bench bench-quality clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,14 +39,21 @@ demo-redis: $(DEMO_STAMP)
 	$(BIN)/pip install -q -e '.[redis]' 'scrapy-redis>=0.9'
 	$(BIN)/python example_project/run_redis_demo.py
 
+# Two crawler processes, a site and its mirror, one PostgreSQL index on a throwaway local server
+# (needs Debian's postgresql: apt-get install postgresql).
+demo-postgres: $(DEMO_STAMP)
+	$(BIN)/pip install -q -e '.[postgres]'
+	$(BIN)/python example_project/run_postgres_demo.py
+
 bench: $(STAMP)
 	$(BIN)/pip install -q -e '.[bench]'
 	$(BIN)/python benchmarks/bench_signatures.py
 
-# Precision/recall/F1 per data set and method, peers beside (builds the LLVM docs site on first run).
+# Precision/recall/F1 per data set and method, peers beside (builds the LLVM docs site on first run);
+# INDEX=postgres (or redis) also runs every page through that index and an SQLite file, verdict by verdict.
 bench-quality: $(STAMP)
 	$(BIN)/pip install -q -e '.[bench]'
-	$(BIN)/python benchmarks/bench_quality.py
+	$(BIN)/python benchmarks/bench_quality.py $(if $(INDEX),--index $(INDEX))
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache build dist

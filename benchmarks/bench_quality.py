@@ -28,7 +28,7 @@ seed (``HELD_OUT_SEED``), which was never used to choose a default.
 Run (needs the ``bench`` extra: ``pip install -e '.[bench]'``)::
 
     .venv/bin/python benchmarks/bench_quality.py [--sets llvm,aeb,cleanportaleval,zh] [--seeds 1,3]
-        [--sweep] [--limit N] [--json OUT] [--no-cache]
+        [--sweep] [--limit N] [--json OUT] [--no-cache] [--index postgres]
 """
 
 from __future__ import annotations
@@ -767,6 +767,10 @@ def main() -> int:
         "--extractor", choices=EXTRACTORS, help="score the defaults with this extractor instead"
     )
     parser.add_argument("--json", type=Path, metavar="OUT", help="also write the figures as JSON")
+    parser.add_argument(
+        "--index", choices=["postgres", "redis"],
+        help="also run every set's pages through this index and an SQLite file: the same verdicts?",
+    )  # fmt: skip
     args = parser.parse_args()
     started = time.perf_counter()
     wanted = [s.strip() for s in args.sets.split(",") if s.strip()]
@@ -884,6 +888,14 @@ def main() -> int:
     if args.sweep:
         tuned = [n for n in names if "@" not in n]
         report["sweep"] = sweep(bench, tuned, default)
+    if args.index:
+        from index_agreement import agreement
+
+        print(f"\nThe Detector's verdicts on every page, the {args.index} index against an SQLite file:")
+        rows = agreement(sets, args.index, default)
+        for name, pages, same, duplicates in rows:
+            print(f"  {name:18} {same:>6,} of {pages:>6,} verdicts the same ({duplicates:,} duplicates)")
+        report["index_agreement"] = {name: {"pages": n, "same": same} for name, n, same, _ in rows}
     elapsed = time.perf_counter() - started
     command = "python " + " ".join(shlex.quote(a) for a in [Path(sys.argv[0]).name, *sys.argv[1:]])
     print(

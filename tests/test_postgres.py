@@ -214,3 +214,21 @@ def _documents(url: str) -> int:
             return db.execute('SELECT COUNT(*) FROM "lost".documents').fetchone()[0]
     except psycopg.Error:
         return 0
+
+
+def test_text_postgres_cannot_hold_is_stored_escaped(postgres_url):
+    config = DedupConfig(min_tokens=5)
+    index = PostgresIndex(postgres_url, config, f"nul_{uuid.uuid4().hex}")
+    with Detector(config, index) as detector:
+        words = " ".join(
+            f"the river survey counted {n} herons near the old mill this spring." for n in range(40)
+        )
+        page = (
+            f"<html><head><title>a\x00b</title></head><body><article><p>{words}</p></article></body></html>"
+        )
+        verdict = detector.check("http://a.example/\udcff\x00", page.encode(), content_type="text/html")
+        assert verdict.judged and not verdict.duplicate, verdict
+        record = index.get(verdict.doc_id)
+        assert record["url"] == "http://a.example/\\udcff\\x00"
+        assert record["title"] is None or "\x00" not in record["title"]
+        index.remove()

@@ -90,7 +90,7 @@ class PostgresEngine:
     # --- documents ------------------------------------------------------------------------
 
     def new_id(self, kind: str) -> int:
-        return int(self.execute(f"SELECT nextval('{self.t(kind + '_ids')}')").fetchone()[0])
+        return int(self.execute("SELECT nextval(%s::regclass)", [self.t(kind + "_ids")]).fetchone()[0])
 
     def put(self, kind: str, doc: int, fields: dict[str, Any]) -> None:
         table, column = self.t(TABLES[kind]), ID.get(kind, "id")
@@ -99,7 +99,7 @@ class PostgresEngine:
         self.execute(
             f"INSERT INTO {table} ({', '.join([column, *names])}) VALUES (%s{', %s' * len(names)}) "
             f"ON CONFLICT ({column}) DO UPDATE SET {updates}",
-            [doc, *fields.values()],
+            [doc, *map(_storable, fields.values())],
         )
 
     def get(
@@ -282,6 +282,11 @@ class PostgresEngine:
 def _key(key: Hashable) -> str:
     """A set's key as text (a tuple as a JSON list)."""
     return json.dumps(list(key) if isinstance(key, tuple) else key)
+
+
+def _storable(value: Any) -> Any:
+    """A text PostgreSQL can hold: a NUL character (a page's title may have one) escaped."""
+    return value.replace("\x00", "\\x00") if isinstance(value, str) and "\x00" in value else value
 
 
 def _value(value: Any) -> Any:
