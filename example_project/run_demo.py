@@ -113,6 +113,15 @@ def compare_with_previous(items: list[dict[str, Any]]) -> str | None:
     return f"Items differ from the previous run: {len(gone)} missing {gone[:5]}, {len(new)} new {new[:5]}."
 
 
+def crawl_command(start_url: str, settings: dict[str, str], feed: Path, spider_args: tuple = ()) -> list[str]:
+    """``scrapy crawl news`` with these settings (``-s``), writing ``feed`` (JSON lines)."""
+    command = [sys.executable, "-m", "scrapy", "crawl", "news", "-a", f"start_url={start_url}", *spider_args]
+    command += ["-O", f"{feed}:jsonlines"]
+    for key, value in settings.items():
+        command += ["-s", f"{key}={value}"]
+    return command
+
+
 def crawl(start_url: str, extra: list[str]) -> tuple[int, float]:
     command = [
         sys.executable,

@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from run_demo import HERE, OUTPUT, SITE, serve, site_path
+from run_demo import HERE, OUTPUT, SITE, crawl_command, serve, site_path
 
 sys.path.insert(0, str(HERE.parent / "tests"))
 
@@ -35,12 +35,8 @@ def crawl(name: str, start_url: str, index: str) -> subprocess.Popen:
         "LOG_FILE": str(OUTPUT / f"postgres-{name}.log"),
         "STATS_FILE": str(OUTPUT / f"postgres-{name}-stats.json"),
     }  # fmt: skip
-    command = [sys.executable, "-m", "scrapy", "crawl", "news", "-a", f"start_url={start_url}"]
-    command += ["-O", f"{OUTPUT / f'postgres-{name}.jsonl'}:jsonlines"]
-    for key, value in settings.items():
-        command += ["-s", f"{key}={value}"]
     print(f"$ scrapy crawl news -a start_url={start_url} -s NEARDUP_INDEX={index}")
-    return subprocess.Popen(command, cwd=HERE)
+    return subprocess.Popen(crawl_command(start_url, settings, OUTPUT / f"postgres-{name}.jsonl"), cwd=HERE)
 
 
 def main() -> int:

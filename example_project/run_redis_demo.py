@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from run_demo import HERE, OUTPUT, SITE, check_truth, serve, site_path
+from run_demo import HERE, OUTPUT, SITE, check_truth, crawl_command, serve, site_path
 
 CRAWLS = ("first", "second")
 
@@ -62,12 +62,8 @@ def crawl(name: str, start_url: str, redis_url: str) -> subprocess.Popen:
         "CONCURRENT_REQUESTS": "2", "DOWNLOAD_DELAY": "0.2", "LOG_FILE": str(OUTPUT / f"redis-{name}.log"),
         "STATS_FILE": str(OUTPUT / f"redis-{name}-stats.json"),
     }  # fmt: skip
-    command = [sys.executable, "-m", "scrapy", "crawl", "news", "-a", f"start_url={start_url}"]
-    if name != "first":
-        command += ["-a", "seed=0"]  # takes requests from the queue the first crawler seeds
-    command += ["-O", f"{OUTPUT / f'redis-{name}.jsonl'}:jsonlines"]
-    for key, value in settings.items():
-        command += ["-s", f"{key}={value}"]
+    seed = ("-a", "seed=0") if name != "first" else ()  # takes requests from the queue the first seeds
+    command = crawl_command(start_url, settings, OUTPUT / f"redis-{name}.jsonl", seed)
     print(f"$ scrapy crawl news ({name}) with NEARDUP_INDEX={redis_url} and scrapy-redis's scheduler")
     return subprocess.Popen(command, cwd=HERE)
 

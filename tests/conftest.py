@@ -150,3 +150,15 @@ def site() -> str:
     """The test site (tests/site) served on 127.0.0.1."""
     with serve(SITE) as url:
         yield url
+
+
+@pytest.fixture
+def copied_pages(tmp_path, aeb_pages) -> Path:
+    """A folder of six real pages and byte-different copies of three of them (3 duplicates)."""
+    folder = tmp_path / "pages"
+    folder.mkdir()
+    for i, body in enumerate(list(aeb_pages.values())[:6]):
+        (folder / f"{i}.html").write_bytes(body)
+        if i % 2 == 0:
+            (folder / f"{i}-copy.html").write_bytes(body.replace(b"<body", b"<body data-copy='1'", 1))
+    return folder

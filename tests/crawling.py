@@ -128,3 +128,17 @@ def read_only_index(tmp_path: Path, what: str) -> Path:
     assert main(["scan", str(SITE / "articles"), "--db", str(db), "--workers", "0"]) == 0
     (db if what == "file" else folder).chmod(0o444 if what == "file" else 0o555)
     return db
+
+
+def crawl_and_rerun_on(tmp_path: Path, site: str, index: str) -> None:
+    """A crawl on a server's index drops every copy and reports; a re-run meets every page as a revisit."""
+    settings = {**ADDON, "NEARDUP_INDEX": index}
+    report = tmp_path / "report.html"
+    first = crawl(tmp_path, [site + "/"], {**settings, "NEARDUP_REPORT": str(report)})
+    stats_match_truth(first["stats"])
+    assert not {path_of(item["url"]) for item in first["items"]} & expected("duplicate")
+    assert report.exists() and "print/library.html" in report.read_text(encoding="utf-8")
+    again = crawl(tmp_path, [site + "/"], settings)
+    assert again["stats"].get("neardup/revisits") == 13  # every judged page, as on SQLite (test_revisits)
+    assert again["stats"].get("neardup/dropped") == first["stats"]["neardup/dropped"] == 5
+    assert sorted(item["url"] for item in again["items"]) == sorted(item["url"] for item in first["items"])

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import collections
 import json
-import multiprocessing
-import random
 import shutil
 import socket
 import subprocess
@@ -18,75 +16,25 @@ import time
 import uuid
 
 import pytest
-from crawling import ADDON, crawl, expected, path_of, stats_match_truth
+from crawling import ADDON, crawl, crawl_and_rerun_on, expected, path_of, stats_match_truth
 from detectors import sqlite_detector
+from race import CONFIG, GROUPS, four_processes
 
-from scrapy_neardup import DedupConfig
 from scrapy_neardup.detector import Detector
 from scrapy_neardup.exceptions import IndexFileError
 from scrapy_neardup.index.engines.redis import RedisIndex
 
-CONFIG = DedupConfig(extractor="text", min_tokens=5)
-_WORDS = [f"w{i}" for i in range(400)] + ["the", "a", "is", "was", "has", "will", "can"] * 20
-GROUPS = [" ".join(random.Random(g).choices(_WORDS, k=120)) for g in range(8)]  # distinct pages
-
-
-def variants(text: str) -> list[str]:
-    """A page and two light edits of it: one duplicate group."""
-    words = text.split()
-    return [text, " ".join(words[:-3]), " ".join([*words[:10], "indeed", *words[10:]])]
-
-
-def _check_all(url: str, prefix: str, process: int, seed: int, barrier, results) -> None:
-    pages = [
-        (f"http://p{process}.example/{g}/{v}", t)
-        for g, text in enumerate(GROUPS)
-        for v, t in enumerate(variants(text))
-    ]
-    random.Random(seed * 10 + process).shuffle(pages)
-    index = RedisIndex(url, CONFIG, prefix)
-    with Detector(CONFIG, index) as detector:
-        barrier.wait()
-        results.put([(page_url, detector.check(page_url, text).duplicate) for page_url, text in pages])
-
 
 def test_four_processes_admit_each_group_once(redis_url):
     """4 processes check the same groups' pages at once, 20 rounds: one page of each group admitted."""
-    ctx = multiprocessing.get_context("fork")
-    for round_ in range(20):
-        prefix = f"race:{uuid.uuid4().hex}"
-        barrier, results = ctx.Barrier(4), ctx.Queue()
-        workers = [
-            ctx.Process(target=_check_all, args=(redis_url, prefix, n, round_, barrier, results))
-            for n in range(4)
-        ]
-        for worker in workers:
-            worker.start()
-        verdicts = [verdict for _ in workers for verdict in results.get(timeout=60)]
-        for worker in workers:
-            worker.join(30)
-        admitted = collections.Counter(url.split("/")[3] for url, duplicate in verdicts if not duplicate)
-        assert admitted == {str(g): 1 for g in range(len(GROUPS))}, f"round {round_}"
-        index = RedisIndex(redis_url, CONFIG, prefix)
-        assert index.stats()["documents"] == 4 * 3 * len(GROUPS)  # every page recorded, nothing lost
-        assert index.stats()["unique"] == len(GROUPS)
-        index.remove()
+    four_processes(RedisIndex, redis_url, 20)
 
 
 REDIS = ADDON
 
 
 def test_a_crawl_dedups_through_redis_and_a_rerun_is_a_revisit(tmp_path, site, redis_url):
-    settings = {**REDIS, "NEARDUP_INDEX": f"{redis_url}?prefix=crawl:{uuid.uuid4().hex}"}
-    report = tmp_path / "report.html"
-    first = crawl(tmp_path, [site + "/"], {**settings, "NEARDUP_REPORT": str(report)})
-    stats_match_truth(first["stats"])
-    assert not {path_of(item["url"]) for item in first["items"]} & expected("duplicate")
-    assert report.exists() and "print/library.html" in report.read_text(encoding="utf-8")
-    again = crawl(tmp_path, [site + "/"], settings)
-    assert again["stats"].get("neardup/revisits") == 13  # every judged page, as on SQLite (test_revisits)
-    assert again["stats"].get("neardup/dropped") == first["stats"]["neardup/dropped"] == 5
-    assert sorted(item["url"] for item in again["items"]) == sorted(item["url"] for item in first["items"])
+    crawl_and_rerun_on(tmp_path, site, f"{redis_url}?prefix=crawl:{uuid.uuid4().hex}")
 
 
 def test_a_reset_deletes_an_index_of_other_settings_and_refuses_keys_not_its_own(tmp_path, site, redis_url):
@@ -223,17 +171,12 @@ def _wait_for(port: int) -> None:
     raise AssertionError(f"redis-server did not come up on {port}")
 
 
-def test_scan_report_and_export_work_from_redis(tmp_path, capsys, aeb_pages, redis_url):
+def test_scan_report_and_export_work_from_redis(tmp_path, capsys, copied_pages, redis_url):
     """``--index redis://...?prefix=KEY`` for scan and report; ``export`` copies the index into a
     file whose report is the same."""
     from scrapy_neardup.cli import main
 
-    folder = tmp_path / "pages"
-    folder.mkdir()
-    for i, body in enumerate(list(aeb_pages.values())[:6]):
-        (folder / f"{i}.html").write_bytes(body)
-        if i % 2 == 0:
-            (folder / f"{i}-copy.html").write_bytes(body.replace(b"<body", b"<body data-copy='1'", 1))
+    folder = copied_pages
     key = f"scan:{uuid.uuid4().hex}"
     where = f"{redis_url}?prefix={key}"
     assert main(["scan", str(folder), "--index", where, "--workers", "0"]) == 0
