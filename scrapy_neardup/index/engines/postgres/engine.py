@@ -56,7 +56,7 @@ class PostgresEngine:
 
     def lock(self, keys: list[int]) -> None:
         """Advisory locks on these keys until the transaction ends, taken in sorted order."""
-        if keys:
+        if keys:  # fetched before any read is sent: reads pipelined behind it let groups in twice
             self.execute(
                 "SELECT pg_advisory_xact_lock(k) FROM unnest(%s::bigint[]) AS k ORDER BY k",
                 [sorted(set(keys))],

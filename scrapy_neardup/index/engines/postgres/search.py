@@ -22,6 +22,7 @@ from ...pruning import SpotClasses, walk
 from ...spot_search import MAX_DOC, SpotKeys, shared
 
 FREEZE_AT = 5000  # admitted pages with spots after which the spot order is frozen
+BOUNDS = len(BOUND_COLUMNS.split(","))  # the first signature columns are the bounds' (``bounds``)
 
 
 class PostgresSearch:
@@ -142,19 +143,24 @@ class PostgresSearch:
         spots += [key >> 12 for key in self._posting_keys(probe.spots, scope_id)]
         self.engine.lock([*keys, *posted, *spots])
         rows = execute(f"SELECT doc FROM {t('lookup_keys')} WHERE key = ANY(%s)", [keys])
-        found = {doc for (doc,) in rows}
-        if len(ranges):
-            lists = execute(
-                f"SELECT s.key, s.docs FROM unnest(%s::bigint[], %s::bigint[]) AS r(low, high) "
-                f"JOIN {t('spot_lists')} s ON s.key BETWEEN r.low AND r.high",
-                [ranges[:, 0].tolist(), ranges[:, 1].tolist()],
-            ).fetchall()
-            found.update(shared([(key, bytes(blob)) for key, blob in lists], parts, needs))
+        lists = execute(
+            f"SELECT s.key, s.docs FROM unnest(%s::bigint[], %s::bigint[]) AS r(low, high) "
+            f"JOIN {t('spot_lists')} s ON s.key BETWEEN r.low AND r.high",
+            [ranges[:, 0].tolist(), ranges[:, 1].tolist()],
+        )
+        found = {doc for (doc,) in rows.fetchall()}
+        found.update(
+            shared([(key, bytes(blob)) for key, blob in lists.fetchall()], parts, needs)
+            if len(ranges)
+            else ()
+        )
         if not found:
             return
-        bounds = self._rows(BOUND_COLUMNS, sorted(found), scope_id)
-        survivors = [row[0] for row in may_match(probe, bounds, self.config)]
-        yield from sound_fingerprints(self._rows(SIGNATURE_COLUMNS, survivors, scope_id), self.engine.path)
+        # Every signature at once (one round trip; a check meets tens of candidates), the exact
+        # bounds (the first columns) before any is decoded.
+        rows = self._rows(SIGNATURE_COLUMNS, sorted(found), scope_id)
+        survivors = {row[0] for row in may_match(probe, [row[:BOUNDS] for row in rows], self.config)}
+        yield from sound_fingerprints([row for row in rows if row[0] in survivors], self.engine.path)
 
     def _rows(self, columns: str, ids: list[int], scope: int) -> list[tuple]:
         """Rows of these ids that are admitted pages of ``scope``, in id order."""
