@@ -71,7 +71,6 @@ def postgres_url() -> str:
         pytest.skip(str(exc))
     yield url
     pg_server.stop(data)
-    shutil.rmtree(data.parent, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

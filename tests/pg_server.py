@@ -70,11 +70,14 @@ def _run(command: list[str]) -> None:
         raise Unavailable(f"{Path(command[0]).name} failed: {(done.stderr or done.stdout).strip()[-500:]}")
 
 
-def stop(data: Path, mode: str = "immediate") -> None:
+def stop(data: Path, mode: str = "immediate", remove: bool = True) -> None:
+    """Stop the server; with ``remove``, its folder goes too."""
     subprocess.run(
         _as_owner([str(bin_dir() / "pg_ctl"), "-D", str(data), "-m", mode, "stop"]),
         capture_output=True, timeout=60,
     )  # fmt: skip
+    if remove:
+        shutil.rmtree(data.parent, ignore_errors=True)
 
 
 def restart(data: Path) -> None:

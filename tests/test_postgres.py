@@ -134,7 +134,7 @@ def test_server_stopped_and_started_mid_crawl_loses_no_page(tmp_path, site):
         deadline = time.time() + 60
         while time.time() < deadline and _documents(url) < 2:  # the crawl is under way
             time.sleep(0.2)
-        pg_server.stop(data, "fast")
+        pg_server.stop(data, "fast", remove=False)
         time.sleep(4)
         pg_server.restart(data)
         restarted_at = time.time()
