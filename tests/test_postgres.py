@@ -5,6 +5,7 @@ test_index_protocol.py and the property tests in test_index.py."""
 from __future__ import annotations
 
 import json
+import multiprocessing
 import socket
 import threading
 import time
@@ -174,4 +175,33 @@ def test_text_postgres_cannot_hold_is_stored_escaped(postgres_url):
         record = index.get(verdict.doc_id)
         assert record["url"] == "http://a.example/\\udcff\\x00"
         assert record["title"] is None or "\x00" not in record["title"]
+        index.remove()
+
+
+def _check_same_urls(url: str, prefix: str, barrier, results) -> None:
+    with Detector(CONFIG, PostgresIndex(url, CONFIG, prefix)) as detector:
+        barrier.wait()
+        results.put(
+            [detector.check(f"http://same.example/{g}", text).as_dict() for g, text in enumerate(GROUPS)]
+        )
+
+
+def test_processes_meeting_one_url_at_once_make_it_a_revisit_never_a_duplicate_of_itself(postgres_url):
+    ctx = multiprocessing.get_context("fork")
+    for _ in range(5):
+        prefix = f"same_{uuid.uuid4().hex}"
+        PostgresIndex(postgres_url, CONFIG, prefix).close()
+        barrier, results = ctx.Barrier(4), ctx.Queue()
+        workers = [
+            ctx.Process(target=_check_same_urls, args=(postgres_url, prefix, barrier, results))
+            for _ in range(4)
+        ]
+        for worker in workers:
+            worker.start()
+        verdicts = [verdict for _ in workers for verdict in results.get(timeout=120)]
+        for worker in workers:
+            worker.join(30)
+        assert not [v for v in verdicts if v["duplicate"]]  # each page met again is a revisit of itself
+        index = PostgresIndex(postgres_url, CONFIG, prefix)
+        assert index.stats()["documents"] == len(GROUPS)  # one record a URL
         index.remove()

@@ -14,6 +14,7 @@ they never both pass. Unrelated pages take other locks and run in parallel. A de
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import re
 from collections.abc import Callable, Hashable, Iterator, Sequence
@@ -30,6 +31,7 @@ except ImportError:  # pragma: no cover - without the extra, PostgresIndex refus
 
 _INTEGER = re.compile(r"-?[0-9]{1,19}")
 FIRST_WINS = ("scopes",)  # maps whose values, once set, no process changes
+WAITED = ("url", "src")  # sets read empty inside a check: another process may be filling them
 
 
 def conflicts() -> tuple[type[Exception], ...]:
@@ -156,7 +158,14 @@ class PostgresEngine:
         if name in DERIVED:
             query = f"SELECT id FROM {self.t('documents')} WHERE {DERIVED[name]}"
             args = [list(key) if isinstance(key, tuple) else [key] for key in keys]
-            return [{row[0] for row in self.execute(query, arg)} for arg in args]
+            found = [{row[0] for row in self.execute(query, arg)} for arg in args]
+            empty = [key for key, members in zip(keys, found, strict=True) if not members]
+            if name in WAITED and empty and self._depth:
+                # A page's first record (its revisit key, its source) may be being written by another
+                # process checking the same page: wait for it, and read again (a revisit, then).
+                self.lock([_lock_key(name, _key(key)) for key in empty])
+                found = [{row[0] for row in self.execute(query, arg)} for arg in args]
+            return found
         found: dict[Any, set[int]] = {}
         if name == "lk":
             rows = self.execute(
@@ -175,6 +184,16 @@ class PostgresEngine:
     def map_get(self, name: str, fields: Sequence[str] | None = None) -> dict[str, Any]:
         if name == "counts":
             return dict(self.execute(f"SELECT status, COUNT(*) FROM {self.t('documents')} GROUP BY status"))
+        found = self._map_read(name, fields)
+        missing = [field for field in fields or () if field not in found]
+        if name in FIRST_WINS and missing and self._depth:
+            # A value not set yet (a new scope) may be being set: wait for that process, read again.
+            # Its pages were searched with no lock of theirs to meet (no scope, no keys).
+            self.lock([_lock_key(name, field) for field in missing])
+            found = self._map_read(name, fields)
+        return found
+
+    def _map_read(self, name: str, fields: Sequence[str] | None) -> dict[str, Any]:
         table, where, args = self._map(name)
         if fields is not None:
             where, args = (
@@ -277,6 +296,12 @@ class PostgresEngine:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.db.close()
+
+
+def _lock_key(name: str, field: str) -> int:
+    """A stable 64-bit advisory lock key for a map's field (the same in every process)."""
+    digest = hashlib.blake2b(f"{name}\0{field}".encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
 
 
 def _key(key: Hashable) -> str:
