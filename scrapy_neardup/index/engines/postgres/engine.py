@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import re
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any
@@ -30,6 +31,17 @@ except ImportError:  # pragma: no cover - without the extra, PostgresIndex refus
     psycopg = errors = None
 
 _INTEGER = re.compile(r"-?[0-9]{1,19}")
+
+
+class _RaisedAlready(logging.Filter):
+    """psycopg warns that ending a pipeline failed when an error already leaves it: that error is
+    ours, raised and handled (a conflict: the page is judged again), so the warning is noise."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("error ignored terminating")
+
+
+logging.getLogger("psycopg").addFilter(_RaisedAlready())
 FIRST_WINS = ("scopes",)  # maps whose values, once set, no process changes
 WAITED = ("url", "src")  # sets read empty inside a check: another process may be filling them
 
