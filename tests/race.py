@@ -34,22 +34,26 @@ def _check_all(opened, url: str, prefix: str, process: int, seed: int, barrier, 
         results.put([(page_url, detector.check(page_url, text).duplicate) for page_url, text in pages])
 
 
+def together(target, arguments: list[tuple]) -> list:
+    """``target(*args, barrier, results)`` in a process for each of ``arguments``, started at once
+    (a barrier); every list each put on ``results``, joined."""
+    ctx = multiprocessing.get_context("fork")
+    barrier, results = ctx.Barrier(len(arguments)), ctx.Queue()
+    workers = [ctx.Process(target=target, args=(*args, barrier, results)) for args in arguments]
+    for worker in workers:
+        worker.start()
+    found = [item for _ in workers for item in results.get(timeout=120)]
+    for worker in workers:
+        worker.join(30)
+    return found
+
+
 def four_processes(opened, url: str, rounds: int, separator: str = ":") -> None:
     """``rounds`` rounds of 4 processes over ``opened(url, config, prefix)``, a fresh index each."""
-    ctx = multiprocessing.get_context("fork")
     for round_ in range(rounds):
         prefix = f"race{separator}{uuid.uuid4().hex}"
         opened(url, CONFIG, prefix).close()  # made once, as a crawl's start does
-        barrier, results = ctx.Barrier(4), ctx.Queue()
-        workers = [
-            ctx.Process(target=_check_all, args=(opened, url, prefix, n, round_, barrier, results))
-            for n in range(4)
-        ]
-        for worker in workers:
-            worker.start()
-        verdicts = [verdict for _ in workers for verdict in results.get(timeout=120)]
-        for worker in workers:
-            worker.join(30)
+        verdicts = together(_check_all, [(opened, url, prefix, n, round_) for n in range(4)])
         admitted = collections.Counter(page.split("/")[3] for page, duplicate in verdicts if not duplicate)
         assert admitted == {str(g): 1 for g in range(len(GROUPS))}, f"round {round_}"
         index = opened(url, CONFIG, prefix)

@@ -5,7 +5,6 @@ test_index_protocol.py and the property tests in test_index.py."""
 from __future__ import annotations
 
 import json
-import multiprocessing
 import socket
 import threading
 import time
@@ -13,7 +12,7 @@ import uuid
 
 import pytest
 from crawling import ADDON, crawl, crawl_and_rerun_on, expected
-from race import CONFIG, GROUPS, four_processes
+from race import CONFIG, GROUPS, four_processes, together
 
 from scrapy_neardup import DedupConfig
 from scrapy_neardup.detector import Detector
@@ -187,20 +186,10 @@ def _check_same_urls(url: str, prefix: str, barrier, results) -> None:
 
 
 def test_processes_meeting_one_url_at_once_make_it_a_revisit_never_a_duplicate_of_itself(postgres_url):
-    ctx = multiprocessing.get_context("fork")
     for _ in range(5):
         prefix = f"same_{uuid.uuid4().hex}"
         PostgresIndex(postgres_url, CONFIG, prefix).close()
-        barrier, results = ctx.Barrier(4), ctx.Queue()
-        workers = [
-            ctx.Process(target=_check_same_urls, args=(postgres_url, prefix, barrier, results))
-            for _ in range(4)
-        ]
-        for worker in workers:
-            worker.start()
-        verdicts = [verdict for _ in workers for verdict in results.get(timeout=120)]
-        for worker in workers:
-            worker.join(30)
+        verdicts = together(_check_same_urls, [(postgres_url, prefix)] * 4)
         assert not [v for v in verdicts if v["duplicate"]]  # each page met again is a revisit of itself
         index = PostgresIndex(postgres_url, CONFIG, prefix)
         assert index.stats()["documents"] == len(GROUPS)  # one record a URL
