@@ -194,3 +194,18 @@ def test_processes_meeting_one_url_at_once_make_it_a_revisit_never_a_duplicate_o
         index = PostgresIndex(postgres_url, CONFIG, prefix)
         assert index.stats()["documents"] == len(GROUPS)  # one record a URL
         index.remove()
+
+
+def _open_new(url: str, prefix: str, barrier, results) -> None:
+    barrier.wait()
+    PostgresIndex(url, CONFIG, prefix).close()
+    results.put([prefix])
+
+
+def test_crawlers_starting_at_once_on_a_new_index_make_it_once(postgres_url):
+    for _ in range(3):
+        prefix = f"new_{uuid.uuid4().hex}"
+        assert together(_open_new, [(postgres_url, prefix)] * 4) == [prefix] * 4  # none refused
+        index = PostgresIndex(postgres_url, CONFIG, prefix)
+        assert index.stats()["documents"] == 0
+        index.remove()

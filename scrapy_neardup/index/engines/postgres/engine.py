@@ -175,7 +175,7 @@ class PostgresEngine:
             if name in WAITED and empty and self._depth:
                 # A page's first record (its revisit key, its source) may be being written by another
                 # process checking the same page: wait for it, and read again (a revisit, then).
-                self.lock([_lock_key(name, _key(key)) for key in empty])
+                self.lock([lock_key(name, _key(key)) for key in empty])
                 found = [{row[0] for row in self.execute(query, arg)} for arg in args]
             return found
         found: dict[Any, set[int]] = {}
@@ -201,7 +201,7 @@ class PostgresEngine:
         if name in FIRST_WINS and missing and self._depth:
             # A value not set yet (a new scope) may be being set: wait for that process, read again.
             # Its pages were searched with no lock of theirs to meet (no scope, no keys).
-            self.lock([_lock_key(name, field) for field in missing])
+            self.lock([lock_key(name, field) for field in missing])
             found = self._map_read(name, fields)
         return found
 
@@ -310,7 +310,7 @@ class PostgresEngine:
             self.db.close()
 
 
-def _lock_key(name: str, field: str) -> int:
+def lock_key(name: str, field: str) -> int:
     """A stable 64-bit advisory lock key for a map's field (the same in every process)."""
     digest = hashlib.blake2b(f"{name}\0{field}".encode("utf-8", "surrogatepass"), digest_size=8).digest()
     return int.from_bytes(digest, "big", signed=True)

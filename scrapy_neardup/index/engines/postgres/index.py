@@ -15,7 +15,7 @@ from ....exceptions import IndexFileError, MissingExtraError
 from ... import schema
 from ...ledger import Ledger
 from ...location import safe_url
-from .engine import PostgresEngine
+from .engine import PostgresEngine, lock_key
 from .search import PostgresSearch
 from .tables import OWN, SEQUENCES, create_statements
 
@@ -83,11 +83,12 @@ class PostgresIndex(Ledger):
                 )
             reset = "meta" in tables and not db.execute(f"SELECT 1 FROM {quoted}.meta LIMIT 1").fetchone()
             if (not tables or reset) and not read_only:
-                with db.transaction():
+                with db.transaction():  # one process makes it: crawlers starting at once wait for it
+                    db.execute("SELECT pg_advisory_xact_lock(%s)", [lock_key("schema", prefix)])
                     for statement in create_statements(quoted):
                         db.execute(statement)
                     db.cursor().executemany(
-                        f"INSERT INTO {quoted}.meta VALUES (%s, %s)",
+                        f"INSERT INTO {quoted}.meta VALUES (%s, %s) ON CONFLICT (key) DO NOTHING",
                         schema.meta_rows(config, not config.simhash_within_spotsigs),
                     )
             meta = dict(db.execute(f"SELECT key, value FROM {quoted}.meta").fetchall())
