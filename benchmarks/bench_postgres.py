@@ -1,11 +1,14 @@
 """PostgreSQL index benchmark, beside SQLite and Redis in the same run, on the same pages.
 
     python benchmarks/bench_postgres.py --sizes 10000 100000
-    python benchmarks/bench_postgres.py --sizes 1000000 --backends postgres sqlite   # hours
+    python benchmarks/bench_postgres.py --sizes 1000000 --backends postgres sqlite --fill-processes 4
 
 The pages are the synthetic corpus of ``corpus.py`` (10 % lightly edited variants),
 fingerprinted beforehand (not timed). For each size each backend fills a fresh index, one
-process, one transaction a page, each check timed; bytes a page are the index's own tables
+transaction a page: the last 10,000 pages checked by one process, each check timed, the pages
+before by ``--fill-processes`` processes at once (default one). The server gets
+``--shared-buffers`` (PostgreSQL's advice: a quarter of the machine's memory; its default
+128MB is for a small machine). Bytes a page are the index's own tables
 with their indexes (PostgreSQL: ``pg_total_relation_size``; SQLite: the file's pages in use;
 Redis: the growth of ``used_memory``). Then the race: groups of copies arriving together,
 each group's four pages checked at the same moment by four processes, against a fresh index:
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import multiprocessing
 import os
 import sys
@@ -32,23 +36,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import pg_server
-from bench_index import CONFIG, prepare
+from bench_index import CONFIG
 from bench_redis import start_redis, used_memory
 from corpus import documents
 
+from scrapy_neardup import DedupConfig
 from scrapy_neardup.detector import Arrival, Detector
+from scrapy_neardup.fingerprint import fingerprint
 from scrapy_neardup.index import SQLiteIndex
 from scrapy_neardup.index.engines.postgres import PostgresIndex
 
 
-def open_index(backend: str, urls: dict, folder: str):
+def open_index(backend: str, urls: dict, folder: str, name: str):
+    """The index ``name`` of ``backend`` (made when new)."""
     if backend == "sqlite":
-        return SQLiteIndex(Path(folder) / f"{uuid.uuid4().hex}.sqlite", CONFIG)
+        return SQLiteIndex(Path(folder) / f"{name}.sqlite", CONFIG)
     if backend == "redis":
         from scrapy_neardup.index.engines.redis import RedisIndex
 
-        return RedisIndex(urls["redis"], CONFIG, prefix=f"bench:{uuid.uuid4().hex}")
-    return PostgresIndex(urls["postgres"], CONFIG, prefix=f"bench_{uuid.uuid4().hex}")
+        return RedisIndex(urls["redis"], CONFIG, prefix=f"bench:{name}")
+    return PostgresIndex(urls["postgres"], CONFIG, prefix=f"bench_{name}")
 
 
 def size_of(index, backend: str, urls: dict, before: int) -> int:
@@ -60,23 +67,50 @@ def size_of(index, backend: str, urls: dict, before: int) -> int:
     return index.engine.size()
 
 
-def fill(backend: str, pages: list, urls: dict, folder: str) -> dict:
-    """One process checks every page against a fresh index; each check timed."""
+def _fill_share(backend: str, urls: dict, folder: str, name: str, pages: list, results) -> None:
+    with Detector(CONFIG, open_index(backend, urls, folder, name)) as detector:
+        found = sum(
+            detector.decide(Arrival(url, "", revisit=False), fp).duplicate and is_variant
+            for url, fp, is_variant in pages
+        )
+    results.put(found)
+
+
+def fill(backend: str, pages: list, urls: dict, folder: str, processes: int, timed: int = 10_000) -> dict:
+    """A fresh index holds every page; the last ``timed`` checked by one process, each timed.
+    The pages before are checked by ``processes`` processes at once (pages dealt in turn), as
+    crawlers sharing the index would: a 10**6-page fill in under an hour."""
     before = used_memory(urls["redis"]) if backend == "redis" else 0
-    index = open_index(backend, urls, folder)
-    times, found = [], 0
+    name, found = uuid.uuid4().hex, 0
+    bulk, last = pages[: max(len(pages) - timed, 0)], pages[-timed:]
+    index = open_index(backend, urls, folder, name)
+    if processes > 1 and bulk:
+        ctx, shares = multiprocessing.get_context("fork"), [bulk[n::processes] for n in range(processes)]
+        results = ctx.Queue()
+        workers = [
+            ctx.Process(target=_fill_share, args=(backend, urls, folder, name, share, results))
+            for share in shares
+        ]
+        for worker in workers:
+            worker.start()
+        found = sum(results.get() for _ in workers)
+        for worker in workers:
+            worker.join()
+        bulk = []
+    times = []
     with Detector(CONFIG, index) as detector:
-        for url, fp, is_variant in pages:
+        for number, (url, fp, is_variant) in enumerate([*bulk, *last]):
             started = time.perf_counter()
             verdict = detector.decide(Arrival(url, "", revisit=False), fp)
-            times.append(time.perf_counter() - started)
+            if number >= len(bulk):
+                times.append(time.perf_counter() - started)
             found += verdict.duplicate and is_variant
         size = size_of(index, backend, urls, before)
         if backend in ("redis", "postgres"):
             index.remove()
-    last = np.array(times[-min(len(times), 10_000) :]) * 1000  # the checks at this size
-    return {"found": found, "bytes": size / len(pages), "median": float(np.median(last)),
-            "p99": float(np.percentile(last, 99)), "pages": len(pages)}  # fmt: skip
+    last_ms = np.array(times) * 1000
+    return {"found": found, "bytes": size / len(pages), "median": float(np.median(last_ms)),
+            "p99": float(np.percentile(last_ms, 99)), "pages": len(pages)}  # fmt: skip
 
 
 def _race_share(url: str, prefix: str, pages: list, barrier, results) -> None:
@@ -114,34 +148,44 @@ def race(url: str, groups: list[list], processes: int) -> dict:
     return {"twice": sum(n > 1 for n in admitted.values()), "pps": checks / max(a[0] for a in answers)}
 
 
+def fingerprint_only(text: str, config: DedupConfig):
+    """A page's fingerprint without its text, in a worker."""
+    return dataclasses.replace(fingerprint(text, config), text="")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--backends", nargs="+", default=["postgres", "sqlite", "redis"])
     parser.add_argument("--race-groups", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--shared-buffers", default="1GB", help="the server's (PostgreSQL's default: 128MB)")
+    parser.add_argument(
+        "--fill-processes", type=int, default=1, help="processes filling all but the timed last 10,000 pages"
+    )
     args = parser.parse_args()
     largest = max(args.sizes)
     docs = list(documents(largest + args.race_groups * 4, args.seed))
     with multiprocessing.get_context("spawn").Pool(os.cpu_count() or 1) as pool:
-        prepared = pool.map(partial(prepare, config=CONFIG), [d.text for d in docs], chunksize=250)
-    pages = [(d.url, fp, d.copy_of >= 0) for d, (fp, _) in zip(docs, prepared, strict=True)]
+        prepared = pool.map(partial(fingerprint_only, config=CONFIG), [d.text for d in docs], chunksize=250)
+    pages = [(d.url, fp, d.copy_of >= 0) for d, fp in zip(docs, prepared, strict=True)]
     with tempfile.TemporaryDirectory() as folder:
         urls, stops = {}, []
-        url, data = pg_server.start()
+        url, data = pg_server.start(extra=f"shared_buffers = {args.shared_buffers}\n")
         urls["postgres"], stops = url, [lambda: pg_server.stop(data)]
         if "redis" in args.backends:
             process, port = start_redis(folder)
             urls["redis"] = f"redis://127.0.0.1:{port}/0"
             stops.append(process.terminate)
         try:
-            print(f"{os.cpu_count()} cores; servers on 127.0.0.1 (PostgreSQL {pg_version(url)}, fsync off)")
+            print(f"{os.cpu_count()} cores; servers on 127.0.0.1 (PostgreSQL {pg_version(url)}, fsync off, "
+                  f"shared_buffers {args.shared_buffers}); {args.fill_processes} filling")  # fmt: skip
             head = f"{'index':<10} {'pages':>9} | {'median ms':>9} | {'p99 ms':>7} | {'bytes/page':>10}"
             print(f"{head} | variants found")
             for size in sorted(args.sizes):
                 variants = sum(is_variant for _, _, is_variant in pages[:size])
                 for backend in args.backends:
-                    r = fill(backend, pages[:size], urls, folder)
+                    r = fill(backend, pages[:size], urls, folder, args.fill_processes)
                     print(f"{backend:<10} {size:>9,} | {r['median']:>9.2f} | {r['p99']:>7.2f} | "
                           f"{r['bytes']:>10,.0f} | {r['found']:,} of {variants:,}", flush=True)  # fmt: skip
             groups = [

@@ -40,8 +40,9 @@ def _as_owner(command: list[str]) -> list[str]:
     return ["runuser", "-u", "postgres", "--", *command]
 
 
-def start(folder: str | None = None) -> tuple[str, Path]:
-    """Start a server in ``folder`` (a new temporary one by default); its URL and data folder."""
+def start(folder: str | None = None, extra: str = "") -> tuple[str, Path]:
+    """Start a server in ``folder`` (a new temporary one by default), with ``extra`` lines added to its
+    postgresql.conf; its URL and data folder."""
     bins = bin_dir()
     home = Path(folder or tempfile.mkdtemp(prefix="neardup-pg-"))
     home.mkdir(parents=True, exist_ok=True)
@@ -58,7 +59,7 @@ def start(folder: str | None = None) -> tuple[str, Path]:
     with open(data / "postgresql.conf", "a") as conf:  # kept for a restart
         conf.write(
             f"\nport = {port}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{home}'\n"
-            "fsync = off\nmax_connections = 50\n"
+            f"fsync = off\nmax_connections = 50\n{extra}"
         )
     restart(data)
     return f"postgresql://postgres@127.0.0.1:{port}/postgres", data

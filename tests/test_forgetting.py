@@ -13,6 +13,7 @@ from crawling import ADDON, crawl, expected
 
 from scrapy_neardup import DedupConfig, fingerprint
 from scrapy_neardup.detector import Detector
+from scrapy_neardup.index.engines.postgres.packing import lookup_entries
 from scrapy_neardup.index.forgetting import forget
 from scrapy_neardup.index.ledger import DOC, LOOKUP
 from scrapy_neardup.index.lookup_keys import lookup_keys
@@ -70,7 +71,8 @@ def posted_ids(detector: Detector) -> set[int]:
     index, found = detector.index, set()
     engine = index.engine
     if hasattr(engine, "schema"):  # PostgreSQL: its tables
-        found |= {doc for (doc,) in engine.execute(f"SELECT doc FROM {engine.t('lookup_keys')}")}
+        rows = engine.execute(f"SELECT docs FROM {engine.t('lookup_keys')}").fetchall()
+        found |= set(lookup_entries(bytes(blob) for (blob,) in rows)["doc"].tolist())
         for (blob,) in engine.execute(f"SELECT docs FROM {engine.t('spot_lists')}"):
             found |= {int.from_bytes(blob[i : i + 4], "little") for i in range(0, len(blob), 4)}
     elif hasattr(engine, "db"):  # SQLite: its tables

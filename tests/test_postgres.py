@@ -10,15 +10,26 @@ import threading
 import time
 import uuid
 
+import numpy as np
 import pytest
 from crawling import ADDON, crawl, crawl_and_rerun_on, expected
+from hypothesis import given
+from hypothesis import strategies as st
 from race import CONFIG, GROUPS, four_processes, together
 
-from scrapy_neardup import DedupConfig
+from scrapy_neardup import DedupConfig, fingerprint
 from scrapy_neardup.detector import Detector
 from scrapy_neardup.exceptions import IndexFileError
 from scrapy_neardup.index import IndexSpec
 from scrapy_neardup.index.engines.postgres import PostgresIndex
+from scrapy_neardup.index.engines.postgres.packing import (
+    ROW_IDS,
+    lookup_entries,
+    lookup_entry,
+    lookup_row,
+    lookup_rows,
+    spot_bucket,
+)
 
 psycopg = pytest.importorskip("psycopg")
 
@@ -209,3 +220,44 @@ def test_crawlers_starting_at_once_on_a_new_index_make_it_once(postgres_url):
         index = PostgresIndex(postgres_url, CONFIG, prefix)
         assert index.stats()["documents"] == 0
         index.remove()
+
+
+@given(st.integers(-(2**63), 2**63 - 1), st.integers(0, 2**32 - 1), st.integers(0, 4095))
+def test_a_posting_is_in_the_bucket_every_probe_of_its_spot_reads(key, doc, partition):
+    """Packed rows (``packing``): a probe of the same spot from any partition reads the bucket a
+    posting went to, and a lookup key's row is among those its reads cover."""
+    assert spot_bucket((key >> 12 << 12) | partition) == spot_bucket(key)
+    low, high = lookup_rows(key)
+    assert low <= lookup_row(key, doc) <= high
+    assert lookup_entries([lookup_entry(key, doc)]).tolist() == [(key, doc)]
+
+
+def test_a_bucket_fills_rows_one_after_another_and_a_page_leaves_them(postgres_url):
+    """Pages posting one spot fill its bucket's rows ROW_IDS ids at a time, every id kept; a page
+    taken out (forgetting, a revisit) leaves the row it was in."""
+    index = PostgresIndex(postgres_url, CONFIG, prefix=f"rows_{uuid.uuid4().hex}")
+    search, engine = index.engine.search, index.engine
+    fp = fingerprint(" ".join(f"word{n} is the {n}th of a long text" for n in range(60)), CONFIG)
+    pages = ROW_IDS * 2 + 10
+    with engine.transaction():
+        for doc in range(1, pages + 1):
+            search.post(doc, fp, 1)
+    bucket = spot_bucket(search._posting_keys(fp.spots, 1)[0])
+    query = f"SELECT key, docs FROM {engine.t('spot_lists')} WHERE key BETWEEN %s AND %s ORDER BY key"
+    rows = [
+        (key, np.frombuffer(bytes(docs), "<u4"))
+        for key, docs in engine.execute(query, [bucket, bucket + 4095])
+    ]
+    assert [(key, len(ids)) for key, ids in rows] == [
+        (bucket, ROW_IDS),
+        (bucket + 1, ROW_IDS),
+        (bucket + 2, 10),
+    ]
+    assert sorted(np.concatenate([ids for _, ids in rows]).tolist()) == list(range(1, pages + 1))
+    with engine.transaction():
+        search.unpost(ROW_IDS + 1, fp, 1)
+    left = {
+        key: np.frombuffer(bytes(docs), "<u4") for key, docs in engine.execute(query, [bucket, bucket + 4095])
+    }
+    assert ROW_IDS + 1 not in left[bucket + 1] and len(left[bucket + 1]) == ROW_IDS - 1
+    index.remove()

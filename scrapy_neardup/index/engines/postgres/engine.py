@@ -18,10 +18,11 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from typing import Any
 
 from ...base import Conflict
+from .packing import lookup_entries, lookup_entry, lookup_row, lookup_rows
 from .tables import DERIVED, ID, ORDERS, TABLES
 
 try:
@@ -43,7 +44,7 @@ class _RaisedAlready(logging.Filter):
 
 logging.getLogger("psycopg").addFilter(_RaisedAlready())
 FIRST_WINS = ("scopes",)  # maps whose values, once set, no process changes
-WAITED = ("url", "src")  # sets read empty inside a check: another process may be filling them
+WAITED = ("url", "src")  # sets read inside a check under a lock on the key: another process may fill them
 
 
 def conflicts() -> tuple[type[Exception], ...]:
@@ -59,6 +60,7 @@ class PostgresEngine:
         self.connect, self.db = connect, connect()
         self.schema, self.path, self.name = schema, path, path
         self._depth = 0
+        self._next_doc: Any = None  # a document id asked for with a check's first reads (or skipped)
 
     def t(self, table: str) -> str:
         return f"{self.schema}.{table}"
@@ -69,12 +71,16 @@ class PostgresEngine:
         return self.db.execute(query, args, prepare=True)
 
     def lock(self, keys: list[int]) -> None:
-        """Advisory locks on these keys until the transaction ends, taken in sorted order."""
-        if keys:  # fetched before any read is sent: reads pipelined behind it let groups in twice
+        """Advisory locks on these keys until the transaction ends, taken in sorted order. Sent,
+        not waited for: the server runs what is sent after it once it holds them (one round trip
+        for the locks and the reads they guard)."""
+        if keys:
             self.execute(
                 "SELECT pg_advisory_xact_lock(k) FROM unnest(%s::bigint[]) AS k ORDER BY k",
-                [sorted(set(keys))],
-            ).fetchall()
+                [ints(sorted(set(keys)))],
+            )
+        if self._depth and self._next_doc is None:  # a check: its page's id, asked with its reads
+            self._next_doc = self.execute("SELECT nextval(%s::regclass)", [self.t("doc_ids")])
 
     def _reconnect(self) -> None:
         """A server lost and back: a new connection (a failure is a storage error: the page passes)."""
@@ -95,6 +101,8 @@ class PostgresEngine:
             raise Conflict(str(exc)) from None
         finally:
             self._depth -= 1
+            if self._depth == 0:
+                self._next_doc = None
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
@@ -104,6 +112,9 @@ class PostgresEngine:
     # --- documents ------------------------------------------------------------------------
 
     def new_id(self, kind: str) -> int:
+        if kind == "doc" and self._next_doc is not None:
+            asked, self._next_doc = self._next_doc, None
+            return int(asked.fetchone()[0])
         return int(self.execute("SELECT nextval(%s::regclass)", [self.t(kind + "_ids")]).fetchone()[0])
 
     def put(self, kind: str, doc: int, fields: dict[str, Any]) -> None:
@@ -121,7 +132,8 @@ class PostgresEngine:
     ) -> list[dict[str, Any] | None]:
         table, column = self.t(TABLES[kind]), ID.get(kind, "id")
         columns = "*" if fields is None else ", ".join(dict.fromkeys([column, *fields]))
-        cursor = self.execute(f"SELECT {columns} FROM {table} WHERE {column} = ANY(%s)", [list(docs)])
+        query = f"SELECT {columns} FROM {table} WHERE {column} = ANY(%s::bigint[])"
+        cursor = self.execute(query, [ints(docs)])
         rows = cursor.fetchall()  # first: in a pipeline, the description comes with the rows
         names = [c.name for c in cursor.description]
         found = {}
@@ -149,7 +161,9 @@ class PostgresEngine:
     def add(self, name: str, key: Hashable, doc: int) -> None:
         if name == "lk":
             self.execute(
-                f"INSERT INTO {self.t('lookup_keys')} VALUES (%s, %s) ON CONFLICT DO NOTHING", [key, doc]
+                f"INSERT INTO {self.t('lookup_keys')} AS l VALUES (%s, %s) "
+                "ON CONFLICT (key) DO UPDATE SET docs = l.docs || EXCLUDED.docs",
+                [lookup_row(key, doc), lookup_entry(key, doc)],
             )
         elif name not in DERIVED:
             self.execute(
@@ -159,7 +173,7 @@ class PostgresEngine:
 
     def discard(self, name: str, key: Hashable, doc: int) -> None:
         if name == "lk":
-            self.execute(f"DELETE FROM {self.t('lookup_keys')} WHERE key = %s AND doc = %s", [key, doc])
+            self._discard_lookup(key, doc)
         elif name not in DERIVED:
             self.execute(
                 f"DELETE FROM {self.t('sets')} WHERE name = %s AND key = %s AND doc = %s",
@@ -170,28 +184,53 @@ class PostgresEngine:
         if name in DERIVED:
             query = f"SELECT id FROM {self.t('documents')} WHERE {DERIVED[name]}"
             args = [list(key) if isinstance(key, tuple) else [key] for key in keys]
-            found = [{row[0] for row in self.execute(query, arg)} for arg in args]
-            empty = [key for key, members in zip(keys, found, strict=True) if not members]
-            if name in WAITED and empty and self._depth:
+            if name in WAITED and self._depth:
                 # A page's first record (its revisit key, its source) may be being written by another
-                # process checking the same page: wait for it, and read again (a revisit, then).
-                self.lock([lock_key(name, _key(key)) for key in empty])
-                found = [{row[0] for row in self.execute(query, arg)} for arg in args]
-            return found
-        found: dict[Any, set[int]] = {}
+                # process checking the same page: read once that one is done (a revisit, then).
+                self.lock([lock_key(name, _key(key)) for key in keys])
+            return [{row[0] for row in self.execute(query, arg)} for arg in args]
         if name == "lk":
-            rows = self.execute(
-                f"SELECT key, doc FROM {self.t('lookup_keys')} WHERE key = ANY(%s)", [list(keys)]
-            )
-            wanted = list(keys)
-        else:
-            wanted = [_key(key) for key in keys]
-            rows = self.execute(
-                f"SELECT key, doc FROM {self.t('sets')} WHERE name = %s AND key = ANY(%s)", [name, wanted]
-            )
+            return self.lookup_members(self.send_lookup(keys), keys)
+        found: dict[Any, set[int]] = {}
+        wanted = [_key(key) for key in keys]
+        rows = self.execute(
+            f"SELECT key, doc FROM {self.t('sets')} WHERE name = %s AND key = ANY(%s)", [name, wanted]
+        )
         for key, doc in rows:
             found.setdefault(key, set()).add(doc)
         return [found.get(key, set()) for key in wanted]
+
+    # --- lookup keys, packed (``packing``) ------------------------------------------------------
+
+    def send_lookup(self, keys: Sequence[Any]) -> Any:
+        """Ask for the rows that may hold ``keys`` (read with ``lookup_members``: in a pipeline,
+        with whatever is asked next)."""
+        lows = [lookup_rows(key)[0] for key in keys]
+        return self.execute(
+            f"SELECT l.docs FROM unnest(%s::bigint[]) AS r(low) "
+            f"JOIN {self.t('lookup_keys')} l ON l.key BETWEEN r.low AND r.low + 4095",
+            [ints(lows)],
+        )
+
+    @staticmethod
+    def lookup_members(cursor: Any, keys: Sequence[Any]) -> list[set[int]]:
+        entries = lookup_entries(bytes(blob) for (blob,) in cursor.fetchall())
+        found: dict[int, set[int]] = {}
+        for key, doc in zip(entries["key"].tolist(), entries["doc"].tolist(), strict=True):
+            found.setdefault(key, set()).add(doc)
+        return [found.get(key, set()) for key in keys]
+
+    def _discard_lookup(self, key: int, doc: int) -> None:
+        table, row = self.t("lookup_keys"), lookup_row(key, doc)
+        found = self.execute(f"SELECT docs FROM {table} WHERE key = %s FOR UPDATE", [row]).fetchone()
+        if found is None:
+            return
+        entries = lookup_entries([bytes(found[0])])
+        kept = entries[~((entries["key"] == key) & (entries["doc"] == doc))]
+        if len(kept):
+            self.execute(f"UPDATE {table} SET docs = %s WHERE key = %s", [kept.tobytes(), row])
+        else:
+            self.execute(f"DELETE FROM {table} WHERE key = %s", [row])
 
     def map_get(self, name: str, fields: Sequence[str] | None = None) -> dict[str, Any]:
         if name == "counts":
@@ -308,6 +347,12 @@ class PostgresEngine:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.db.close()
+
+
+def ints(values: Iterable[int]) -> str:
+    """An array of integers as PostgreSQL's text for it (cast in the query): sent many times a
+    check, and far cheaper to write than psycopg's adaptation of a list, number by number."""
+    return "{" + ",".join(map(str, map(int, values))) + "}"
 
 
 def lock_key(name: str, field: str) -> int:

@@ -1,7 +1,7 @@
 """The PostgreSQL index's own search, beneath the ledger: a probe's lookup keys and SpotSigs
-lists (``spot_lists``: a bytea of little-endian uint32 ids a posting key, as in the SQLite
-file), the exact bounds, then every signature of the candidates that pass. The spot order is
-frozen by frequency class once FREEZE_AT pages are admitted, as in SQLite and Redis.
+lists (``spot_lists``: little-endian uint32 ids, many postings a row, ``packing``), the exact
+bounds, then every signature of the candidates that pass. The spot order is frozen by
+frequency class once FREEZE_AT pages are admitted, as in SQLite and Redis.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from ...bounds import BOUND_COLUMNS, may_match
 from ...codecs import SIGNATURE_COLUMNS, blob_spots, sound_fingerprints, sound_spots_blob
 from ...lookup_keys import lookup_keys
 from ...pruning import SpotClasses, walk
-from ...spot_search import MAX_DOC, SpotKeys, shared
+from ...spot_search import MAX_DOC, SpotKeys, counted
+from .engine import ints
+from .packing import ROW_IDS, spot_bucket
 
 FREEZE_AT = 5000  # admitted pages with spots after which the spot order is frozen
 BOUNDS = len(BOUND_COLUMNS.split(","))  # the first signature columns are the bounds' (``bounds``)
@@ -78,16 +80,20 @@ class PostgresSearch:
             )
         execute(f"INSERT INTO {t('meta')} VALUES ('spot_order', 'classes')")
         execute(f"DELETE FROM {t('spot_lists')}")
-        lists: dict[int, list[int]] = {}
+        lists: dict[int, set[int]] = {}
         for doc, scope, spot_set in sets:
             if self._searched(spot_set):
                 for key in self.keys.posting_keys(walk(spot_set, classes), scope, classes):
-                    lists.setdefault(key, []).append(doc)
+                    lists.setdefault(spot_bucket(key), set()).add(doc)
+        rows = []
+        for bucket, docs in lists.items():
+            ids = np.array(sorted(docs), dtype="<u4")
+            rows += [(bucket + n, ids[start : start + ROW_IDS].tobytes()) for n, start in
+                     enumerate(range(0, min(len(ids), ROW_IDS * 4095), ROW_IDS))]  # fmt: skip
+            if len(ids) > ROW_IDS * 4096:  # the last row takes the rest
+                rows[-1] = (bucket + 4095, ids[ROW_IDS * 4095 :].tobytes())
         with self.engine.db.cursor() as cursor:
-            cursor.executemany(
-                f"INSERT INTO {t('spot_lists')} VALUES (%s, %s)",
-                [(key, np.array(sorted(docs), dtype="<u4").tobytes()) for key, docs in lists.items()],
-            )
+            cursor.executemany(f"INSERT INTO {t('spot_lists')} VALUES (%s, %s)", rows)
         self.classes = classes
 
     def forget(self) -> None:
@@ -95,6 +101,7 @@ class PostgresSearch:
         self.classes, self._synced = None, False
 
     def _posting_keys(self, spots: SpotSet, scope_id: int) -> list[int]:
+        """The page's posting keys (each posted in its bucket's rows, ``packing``)."""
         return (
             self.keys.posting_keys(walk(spots, self.classes), scope_id, self.classes)
             if self._searched(spots)
@@ -107,19 +114,28 @@ class PostgresSearch:
             return
         if doc_id > MAX_DOC:
             raise IndexFileError(self.engine.path, "is full: posting lists hold document ids below 2**32")
+        # Into the last row of each bucket, or the next row once it holds ROW_IDS ids (the last
+        # possible row takes what comes after).
         table = self.engine.t("spot_lists")
+        last = f"SELECT key, docs FROM {table} WHERE key BETWEEN b AND b + 4095 ORDER BY key DESC LIMIT 1"
         self.engine.execute(
-            f"INSERT INTO {table} AS s SELECT k, %s FROM unnest(%s::bigint[]) AS k "
+            f"INSERT INTO {table} AS s SELECT "
+            "COALESCE(last.key + (octet_length(last.docs) >= %s AND last.key < b + 4095)::int, b), %s "
+            f"FROM unnest(%s::bigint[]) AS b LEFT JOIN LATERAL ({last}) AS last ON TRUE "
             "ON CONFLICT (key) DO UPDATE SET docs = s.docs || EXCLUDED.docs",
-            [doc_id.to_bytes(4, "little"), sorted(set(keys))],
+            [ROW_IDS * 4, doc_id.to_bytes(4, "little"), ints(sorted({spot_bucket(key) for key in keys}))],
         )
 
     def unpost(self, doc_id: int, fp: Fingerprint, scope_id: int) -> None:
         """A page no longer admitted leaves its spot lists (a list left empty goes)."""
-        keys = sorted(set(self._posting_keys(fp.spots, scope_id)))
+        buckets = sorted({spot_bucket(key) for key in self._posting_keys(fp.spots, scope_id)})
         table, execute = self.engine.t("spot_lists"), self.engine.execute
-        rows = execute(f"SELECT key, docs FROM {table} WHERE key = ANY(%s) ORDER BY key FOR UPDATE", [keys])
-        for key, blob in rows.fetchall():
+        found = execute(
+            f"SELECT s.key, s.docs FROM unnest(%s::bigint[]) AS b JOIN {table} s "
+            "ON s.key BETWEEN b AND b + 4095 ORDER BY s.key FOR UPDATE OF s",
+            [ints(buckets)],
+        )
+        for key, blob in found.fetchall():
             docs = np.frombuffer(bytes(blob), dtype="<u4") if len(blob) % 4 == 0 else None
             if docs is None or doc_id not in docs:
                 continue
@@ -134,26 +150,27 @@ class PostgresSearch:
         self.ready()
         t, execute = self.engine.t, self.engine.execute
         keys = lookup_keys(probe, scope_id, self.config, simhash=self.probe_simhash)
-        ranges, parts, needs = np.zeros((0, 2), dtype=np.int64), range(0), []
+        ranges, needs = np.zeros((0, 2), dtype=np.int64), []
         if self._searched(probe.spots):
-            ranges, parts, needs = self.keys.probe(walk(probe.spots, self.classes), scope_id, self.classes)
+            ranges, _, needs = self.keys.probe(walk(probe.spots, self.classes), scope_id, self.classes)
         # Its candidate keys, before anything is read: what it reads and what it will post.
         posted = lookup_keys(probe, scope_id, self.config, simhash=self.simhash_keys, raw=True)
         spots = [int(low) >> 12 for low in ranges[:, 0].tolist()]
         spots += [key >> 12 for key in self._posting_keys(probe.spots, scope_id)]
         self.engine.lock([*keys, *posted, *spots])
-        rows = execute(f"SELECT doc FROM {t('lookup_keys')} WHERE key = ANY(%s)", [keys])
+        looked_up = self.engine.send_lookup(keys)
+        # A bucket read once for each probed spot in it: a page posts it once however many of its
+        # spots are there, so a count never falls below the spots shared.
+        buckets = [spot_bucket(low) for low in ranges[:, 0].tolist()]
         lists = execute(
-            f"SELECT s.key, s.docs FROM unnest(%s::bigint[], %s::bigint[]) AS r(low, high) "
-            f"JOIN {t('spot_lists')} s ON s.key BETWEEN r.low AND r.high",
-            [ranges[:, 0].tolist(), ranges[:, 1].tolist()],
+            f"SELECT s.docs FROM unnest(%s::bigint[]) AS r(low) "
+            f"JOIN {t('spot_lists')} s ON s.key BETWEEN r.low AND r.low + 4095",
+            [ints(buckets)],
         )
-        found = {doc for (doc,) in rows.fetchall()}
-        found.update(
-            shared([(key, bytes(blob)) for key, blob in lists.fetchall()], parts, needs)
-            if len(ranges)
-            else ()
-        )
+        found = set().union(*self.engine.lookup_members(looked_up, keys))
+        # Rows keep no partition: the fewest shared spots any partition asks.
+        blobs = [(bytes(blob),) for (blob,) in lists.fetchall()]
+        found.update(counted(blobs, min(needs)) if len(ranges) else ())
         if not found:
             return
         # Every signature at once (one round trip; a check meets tens of candidates), the exact
@@ -167,7 +184,7 @@ class PostgresSearch:
         if not ids:
             return []
         return self.engine.execute(
-            f"SELECT {columns} FROM {self.engine.t('documents')} WHERE id = ANY(%s) AND scope = %s "
+            f"SELECT {columns} FROM {self.engine.t('documents')} WHERE id = ANY(%s::bigint[]) AND scope = %s "
             "AND status = 'unique' ORDER BY id",
-            [ids, scope],
+            [ints(ids), scope],
         ).fetchall()

@@ -2,8 +2,8 @@
 
 Documents are rows of their kind's table, with a column a field (``records.FIELD_TYPES``:
 bigint, double precision, text, bytea); ids come from sequences, never given twice. Lookup keys
-and SpotSigs lists (a bytea of little-endian uint32 ids a key, as in the SQLite file) are
-tables of their own; the other sets and maps are rows of two narrow tables. The sets a
+and SpotSigs lists are tables of their own, many postings a row (``packing``); the other sets
+and maps are rows of two narrow tables. The sets a
 record's columns hold (its revisit key, source, scope, original) and the counts by status
 are read from the documents, as the SQLite engine does: no row is shared by every page, so
 concurrent checks do not conflict on a counter.
@@ -36,8 +36,8 @@ def create_statements(schema: str) -> list[str]:
         f"{table}.meta (key text PRIMARY KEY, value text NOT NULL)",
         f"{table}.maps (name text, field text, value text, PRIMARY KEY (name, field))",
         f"{table}.sets (name text, key text, doc bigint, PRIMARY KEY (name, key, doc))",
-        f"{table}.lookup_keys (key bigint, doc bigint, PRIMARY KEY (key, doc))",
-        f"{table}.spot_lists (key bigint PRIMARY KEY, docs bytea NOT NULL)",
+        f"{table}.lookup_keys (key bigint PRIMARY KEY, docs bytea NOT NULL) WITH (fillfactor = 90)",
+        f"{table}.spot_lists (key bigint PRIMARY KEY, docs bytea NOT NULL) WITH (fillfactor = 90)",
         f"{table}.spot_classes (spot bigint PRIMARY KEY, class integer NOT NULL)",
     ]
     for kind, name in TABLES.items():
