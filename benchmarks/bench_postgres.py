@@ -6,7 +6,8 @@
 The pages are the synthetic corpus of ``corpus.py`` (10 % lightly edited variants),
 fingerprinted beforehand (not timed). For each size each backend fills a fresh index, one
 transaction a page: the last 10,000 pages checked by one process, each check timed, the pages
-before by ``--fill-processes`` processes at once (default one). The server gets
+before by ``--fill-processes`` processes at once on a server (default one; SQLite's file by
+one, its writes being one at a time). The server gets
 ``--shared-buffers`` (PostgreSQL's advice: a quarter of the machine's memory; its default
 128MB is for a small machine). Bytes a page are the index's own tables
 with their indexes (PostgreSQL: ``pg_total_relation_size``; SQLite: the file's pages in use;
@@ -185,7 +186,8 @@ def main() -> None:
             for size in sorted(args.sizes):
                 variants = sum(is_variant for _, _, is_variant in pages[:size])
                 for backend in args.backends:
-                    r = fill(backend, pages[:size], urls, folder, args.fill_processes)
+                    shared = args.fill_processes if backend != "sqlite" else 1  # a file: one writer
+                    r = fill(backend, pages[:size], urls, folder, shared)
                     print(f"{backend:<10} {size:>9,} | {r['median']:>9.2f} | {r['p99']:>7.2f} | "
                           f"{r['bytes']:>10,.0f} | {r['found']:,} of {variants:,}", flush=True)  # fmt: skip
             groups = [
