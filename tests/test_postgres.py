@@ -4,7 +4,9 @@ test_index_protocol.py and the property tests in test_index.py."""
 
 from __future__ import annotations
 
+import collections
 import json
+import random
 import socket
 import threading
 import time
@@ -12,6 +14,7 @@ import uuid
 
 import numpy as np
 import pytest
+import race
 from crawling import ADDON, crawl, crawl_and_rerun_on, expected
 from hypothesis import given
 from hypothesis import strategies as st
@@ -22,6 +25,7 @@ from scrapy_neardup.detector import Detector
 from scrapy_neardup.exceptions import IndexFileError
 from scrapy_neardup.index import IndexSpec
 from scrapy_neardup.index.engines.postgres import PostgresIndex
+from scrapy_neardup.index.engines.postgres import search as postgres_search
 from scrapy_neardup.index.engines.postgres.packing import (
     ROW_IDS,
     lookup_entries,
@@ -260,4 +264,20 @@ def test_a_bucket_fills_rows_one_after_another_and_a_page_leaves_them(postgres_u
         key: np.frombuffer(bytes(docs), "<u4") for key, docs in engine.execute(query, [bucket, bucket + 4095])
     }
     assert ROW_IDS + 1 not in left[bucket + 1] and len(left[bucket + 1]) == ROW_IDS - 1
+    index.remove()
+
+
+def test_four_processes_admit_each_group_once_while_the_spot_order_freezes(postgres_url, monkeypatch):
+    """The spot order freezes in the middle of a race (FREEZE_AT lowered): a freeze waits for the
+    checks in flight and every later check reads it, so no group is admitted twice."""
+    groups = [" ".join(random.Random(100 + g).choices(race._WORDS, k=120)) for g in range(30)]
+    monkeypatch.setattr(race, "GROUPS", groups)
+    monkeypatch.setattr(postgres_search, "FREEZE_AT", 20)
+    prefix = f"freeze_{uuid.uuid4().hex}"
+    PostgresIndex(postgres_url, CONFIG, prefix).close()
+    verdicts = together(race._check_all, [(PostgresIndex, postgres_url, prefix, n, 0) for n in range(4)])
+    admitted = collections.Counter(page.split("/")[3] for page, duplicate in verdicts if not duplicate)
+    assert admitted == {str(g): 1 for g in range(len(groups))}
+    index = PostgresIndex(postgres_url, CONFIG, prefix)
+    assert index.engine.execute(f"SELECT 1 FROM {index.engine.t('meta')} WHERE key = 'spot_order'").fetchone()
     index.remove()

@@ -60,6 +60,7 @@ class PostgresEngine:
         self.connect, self.db = connect, connect()
         self.schema, self.path, self.name = schema, path, path
         self._depth = 0
+        self.search: Any = None  # the index's search (``search.PostgresSearch``), set by the index
         self._next_doc: Any = None  # a document id asked for with a check's first reads (or skipped)
 
     def t(self, table: str) -> str:
@@ -70,13 +71,14 @@ class PostgresEngine:
             self._reconnect()
         return self.db.execute(query, args, prepare=True)
 
-    def lock(self, keys: list[int]) -> None:
+    def lock(self, keys: list[int], shared: bool = False) -> None:
         """Advisory locks on these keys until the transaction ends, taken in sorted order. Sent,
         not waited for: the server runs what is sent after it once it holds them (one round trip
         for the locks and the reads they guard)."""
         if keys:
             self.execute(
-                "SELECT pg_advisory_xact_lock(k) FROM unnest(%s::bigint[]) AS k ORDER BY k",
+                f"SELECT pg_advisory_xact_lock{'_shared' if shared else ''}(k) "
+                "FROM unnest(%s::bigint[]) AS k ORDER BY k",
                 [ints(sorted(set(keys)))],
             )
         if self._depth and self._next_doc is None:  # a check: its page's id, asked with its reads
@@ -96,6 +98,8 @@ class PostgresEngine:
         self._depth += 1
         try:
             with self.db.pipeline() if self._depth == 1 else contextlib.nullcontext(), self.db.transaction():
+                if self._depth == 1 and self.search is not None:
+                    self.search.begin()
                 yield
         except conflicts() as exc:
             raise Conflict(str(exc)) from None

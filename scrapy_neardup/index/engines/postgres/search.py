@@ -20,7 +20,7 @@ from ...codecs import SIGNATURE_COLUMNS, blob_spots, sound_fingerprints, sound_s
 from ...lookup_keys import lookup_keys
 from ...pruning import SpotClasses, walk
 from ...spot_search import MAX_DOC, SpotKeys, counted
-from .engine import ints
+from .engine import ints, lock_key
 from .packing import ROW_IDS, spot_bucket
 
 FREEZE_AT = 5000  # admitted pages with spots after which the spot order is frozen
@@ -41,24 +41,42 @@ class PostgresSearch:
     def _searched(self, spots: SpotSet) -> bool:
         return "spotsigs" in self.config.methods and spots.size >= self.config.spotsigs_least_spots
 
+    def begin(self) -> None:
+        """A transaction begins: another process may have frozen the spot order since the last."""
+        self._synced = False
+
     def ready(self) -> None:
-        """Load the frozen spot order, or freeze it when it is due (inside the transaction)."""
+        """Load the frozen spot order, or freeze it when it is due (once a transaction, inside it).
+
+        Until the order is frozen a check holds the freeze's lock shared: a freeze (the lock
+        held alone) waits for the checks that searched without the order, and every check
+        after it reads the order. Two processes freezing at once: one is judged again.
+        """
         if self.classes is not None or self._synced or "spotsigs" not in self.config.methods:
             return
-        t, execute = self.engine.t, self.engine.execute
-        if execute(f"SELECT 1 FROM {t('meta')} WHERE key = 'spot_order'").fetchone():
-            rows = execute(f"SELECT spot, class FROM {t('spot_classes')}").fetchall()
-            spots = np.array([r[0] for r in rows], dtype=np.int64).astype(np.uint64)
-            order = np.argsort(spots)
-            self.classes = SpotClasses(spots[order], np.array([r[1] for r in rows], dtype=np.int64)[order])
+        self._synced = True
+        t, execute, freezing = self.engine.t, self.engine.execute, lock_key("spot_order", self.engine.schema)
+        self.engine.lock([freezing], shared=True)
+        order = execute(f"SELECT 1 FROM {t('meta')} WHERE key = 'spot_order'")
+        last = execute(f"SELECT last_value FROM {t('doc_ids')}")
+        if order.fetchone():
+            self._load()
             return
-        last = execute(f"SELECT last_value FROM {t('doc_ids')}").fetchone()[0]
-        if last < FREEZE_AT:
+        if last.fetchone()[0] < FREEZE_AT:
             return
-        self._synced = True  # counted once a connection until due: a freeze is made once
         query = f"SELECT COUNT(*) FROM {t('documents')} WHERE status = 'unique' AND spots IS NOT NULL"
         if execute(query).fetchone()[0] >= FREEZE_AT:
-            self._freeze()
+            self.engine.lock([freezing])
+            if execute(f"SELECT 1 FROM {t('meta')} WHERE key = 'spot_order'").fetchone():
+                self._load()
+            else:
+                self._freeze()
+
+    def _load(self) -> None:
+        rows = self.engine.execute(f"SELECT spot, class FROM {self.engine.t('spot_classes')}").fetchall()
+        spots = np.array([r[0] for r in rows], dtype=np.int64).astype(np.uint64)
+        order = np.argsort(spots)
+        self.classes = SpotClasses(spots[order], np.array([r[1] for r in rows], dtype=np.int64)[order])
 
     def _freeze(self) -> None:
         """Count spot frequencies over the admitted pages, fix the classes and post them again."""
