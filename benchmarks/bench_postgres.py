@@ -14,7 +14,10 @@ with their indexes (PostgreSQL: ``pg_total_relation_size``; SQLite: the file's p
 Redis: the growth of ``used_memory``). Then the race: groups of copies arriving together,
 each group's four pages checked at the same moment by four processes, against a fresh index:
 how many groups were admitted more than once, and the checks a second beside one process on
-the same pages. The servers (PostgreSQL, redis-server) are started here, on 127.0.0.1.
+the same pages. With several processes filling, a variant may be checked before its original
+(one process runs ahead of another), and the original is then the duplicate: "variants
+found" counts on the order, "duplicates" (pages judged duplicates) does not. The servers
+(PostgreSQL, redis-server) are started here, on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -70,11 +73,11 @@ def size_of(index, backend: str, urls: dict, before: int) -> int:
 
 def _fill_share(backend: str, urls: dict, folder: str, name: str, pages: list, results) -> None:
     with Detector(CONFIG, open_index(backend, urls, folder, name)) as detector:
-        found = sum(
-            detector.decide(Arrival(url, "", revisit=False), fp).duplicate and is_variant
+        verdicts = [
+            (detector.decide(Arrival(url, "", revisit=False), fp).duplicate, is_variant)
             for url, fp, is_variant in pages
-        )
-    results.put(found)
+        ]
+    results.put((sum(d and v for d, v in verdicts), sum(d for d, _ in verdicts)))
 
 
 def fill(backend: str, pages: list, urls: dict, folder: str, processes: int, timed: int = 10_000) -> dict:
@@ -82,7 +85,7 @@ def fill(backend: str, pages: list, urls: dict, folder: str, processes: int, tim
     The pages before are checked by ``processes`` processes at once (pages dealt in turn), as
     crawlers sharing the index would: a 10**6-page fill in under an hour."""
     before = used_memory(urls["redis"]) if backend == "redis" else 0
-    name, found = uuid.uuid4().hex, 0
+    name, found, duplicates = uuid.uuid4().hex, 0, 0
     bulk, last = pages[: max(len(pages) - timed, 0)], pages[-timed:]
     index = open_index(backend, urls, folder, name)
     if processes > 1 and bulk:
@@ -94,7 +97,8 @@ def fill(backend: str, pages: list, urls: dict, folder: str, processes: int, tim
         ]
         for worker in workers:
             worker.start()
-        found = sum(results.get() for _ in workers)
+        for share_found, share_duplicates in [results.get() for _ in workers]:
+            found, duplicates = found + share_found, duplicates + share_duplicates
         for worker in workers:
             worker.join()
         bulk = []
@@ -105,13 +109,13 @@ def fill(backend: str, pages: list, urls: dict, folder: str, processes: int, tim
             verdict = detector.decide(Arrival(url, "", revisit=False), fp)
             if number >= len(bulk):
                 times.append(time.perf_counter() - started)
-            found += verdict.duplicate and is_variant
+            found, duplicates = found + (verdict.duplicate and is_variant), duplicates + verdict.duplicate
         size = size_of(index, backend, urls, before)
         if backend in ("redis", "postgres"):
             index.remove()
     last_ms = np.array(times) * 1000
-    return {"found": found, "bytes": size / len(pages), "median": float(np.median(last_ms)),
-            "p99": float(np.percentile(last_ms, 99)), "pages": len(pages)}  # fmt: skip
+    return {"found": found, "duplicates": duplicates, "bytes": size / len(pages),
+            "median": float(np.median(last_ms)), "p99": float(np.percentile(last_ms, 99))}  # fmt: skip
 
 
 def _race_share(url: str, prefix: str, pages: list, barrier, results) -> None:
@@ -182,14 +186,15 @@ def main() -> None:
             print(f"{os.cpu_count()} cores; servers on 127.0.0.1 (PostgreSQL {pg_version(url)}, fsync off, "
                   f"shared_buffers {args.shared_buffers}); {args.fill_processes} filling")  # fmt: skip
             head = f"{'index':<10} {'pages':>9} | {'median ms':>9} | {'p99 ms':>7} | {'bytes/page':>10}"
-            print(f"{head} | variants found")
+            print(f"{head} | variants found | duplicates")
             for size in sorted(args.sizes):
                 variants = sum(is_variant for _, _, is_variant in pages[:size])
                 for backend in args.backends:
                     shared = args.fill_processes if backend != "sqlite" else 1  # a file: one writer
                     r = fill(backend, pages[:size], urls, folder, shared)
                     print(f"{backend:<10} {size:>9,} | {r['median']:>9.2f} | {r['p99']:>7.2f} | "
-                          f"{r['bytes']:>10,.0f} | {r['found']:,} of {variants:,}", flush=True)  # fmt: skip
+                          f"{r['bytes']:>10,.0f} | {r['found']:,} of {variants:,} | {r['duplicates']:,}",
+                          flush=True)  # fmt: skip
             groups = [
                 [fp] * 4 for _, fp, _ in pages[largest : largest + args.race_groups]
             ]  # the hardest race
