@@ -111,11 +111,24 @@ def fill(backend: str, pages: list, urls: dict, folder: str, processes: int, tim
                 times.append(time.perf_counter() - started)
             found, duplicates = found + (verdict.duplicate and is_variant), duplicates + verdict.duplicate
         size = size_of(index, backend, urls, before)
+        parts = relations(index, len(pages)) if backend == "postgres" else ""
         if backend in ("redis", "postgres"):
             index.remove()
     last_ms = np.array(times) * 1000
-    return {"found": found, "duplicates": duplicates, "bytes": size / len(pages),
+    return {"found": found, "duplicates": duplicates, "bytes": size / len(pages), "parts": parts,
             "median": float(np.median(last_ms)), "p99": float(np.percentile(last_ms, 99))}  # fmt: skip
+
+
+def relations(index, pages: int) -> str:
+    """Bytes a page of each of the index's tables (with their TOAST) and of each of its indexes."""
+    rows = index.engine.execute(
+        "SELECT c.relname, CASE c.relkind WHEN 'r' THEN pg_table_size(c.oid) "
+        "ELSE pg_relation_size(c.oid) END AS size "
+        "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = %s AND c.relkind IN ('r', 'i') ORDER BY size DESC",
+        [index.engine.schema.strip('"')],
+    ).fetchall()
+    return ", ".join(f"{name} {size / pages:,.0f}" for name, size in rows if size)
 
 
 def _race_share(url: str, prefix: str, pages: list, barrier, results) -> None:
@@ -195,6 +208,8 @@ def main() -> None:
                     print(f"{backend:<10} {size:>9,} | {r['median']:>9.2f} | {r['p99']:>7.2f} | "
                           f"{r['bytes']:>10,.0f} | {r['found']:,} of {variants:,} | {r['duplicates']:,}",
                           flush=True)  # fmt: skip
+                    if r["parts"]:
+                        print(f"  {r['parts']}", flush=True)
             groups = [
                 [fp] * 4 for _, fp, _ in pages[largest : largest + args.race_groups]
             ]  # the hardest race
