@@ -106,10 +106,10 @@ class PostgresSearch:
         rows = []
         for bucket, docs in lists.items():
             ids = np.array(sorted(docs), dtype="<u4")
-            rows += [(bucket + n, ids[start : start + ROW_IDS].tobytes()) for n, start in
-                     enumerate(range(0, min(len(ids), ROW_IDS * 4095), ROW_IDS))]  # fmt: skip
-            if len(ids) > ROW_IDS * 4096:  # the last row takes the rest
-                rows[-1] = (bucket + 4095, ids[ROW_IDS * 4095 :].tobytes())
+            full = min(-(-len(ids) // ROW_IDS), 4095)  # rows of ROW_IDS; the last possible takes the rest
+            rows += [(bucket + n, ids[n * ROW_IDS : (n + 1) * ROW_IDS].tobytes()) for n in range(full)]
+            if len(ids) > ROW_IDS * 4095:
+                rows.append((bucket + 4095, ids[ROW_IDS * 4095 :].tobytes()))
         with self.engine.db.cursor() as cursor:
             cursor.executemany(f"INSERT INTO {t('spot_lists')} VALUES (%s, %s)", rows)
         self.classes = classes
