@@ -97,9 +97,7 @@ class PostgresEngine:
             self._reconnect()
         self._depth += 1
         try:
-            with self.db.pipeline() if self._depth == 1 else contextlib.nullcontext(), self.db.transaction():
-                if self._depth == 1 and self.search is not None:
-                    self.search.begin()
+            with self._outermost() if self._depth == 1 else self.db.transaction():
                 yield
         except conflicts() as exc:
             raise Conflict(str(exc)) from None
@@ -107,6 +105,24 @@ class PostgresEngine:
             self._depth -= 1
             if self._depth == 0:
                 self._next_doc = None
+
+    @contextlib.contextmanager
+    def _outermost(self) -> Iterator[None]:
+        """BEGIN and COMMIT sent with the statements between them, in one pipeline: a check waits
+        for the server where it needs an answer and once at the end (psycopg's own transaction
+        waits at its start and three times at its end)."""
+        try:
+            with self.db.pipeline():
+                self.db.execute("BEGIN")
+                if self.search is not None:
+                    self.search.begin()
+                yield
+                self.db.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(Exception):
+                if self.db.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                    self.db.execute("ROLLBACK")
+            raise
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:

@@ -18,7 +18,7 @@ from ....signatures.spotsigs import SpotSet
 from ...bounds import BOUND_COLUMNS, may_match
 from ...codecs import SIGNATURE_COLUMNS, blob_spots, sound_fingerprints, sound_spots_blob
 from ...lookup_keys import lookup_keys
-from ...pruning import SpotClasses, walk
+from ...pruning import SpotClasses, Walk, walk
 from ...spot_search import MAX_DOC, SpotKeys, counted
 from .engine import ints, lock_key
 from .packing import ROW_IDS, spot_bucket
@@ -37,13 +37,14 @@ class PostgresSearch:
         self.simhash_keys = simhash_keys  # whether admitted pages post SimHash keys (the ledger's choice)
         self.classes: SpotClasses | None = None
         self._synced = False
+        self._walked: tuple[SpotSet, int, Walk, list[int]] | None = None  # a check's walk and keys
 
     def _searched(self, spots: SpotSet) -> bool:
         return "spotsigs" in self.config.methods and spots.size >= self.config.spotsigs_least_spots
 
     def begin(self) -> None:
         """A transaction begins: another process may have frozen the spot order since the last."""
-        self._synced = False
+        self._synced, self._walked = False, None
 
     def ready(self) -> None:
         """Load the frozen spot order, or freeze it when it is due (once a transaction, inside it).
@@ -77,6 +78,7 @@ class PostgresSearch:
         spots = np.array([r[0] for r in rows], dtype=np.int64).astype(np.uint64)
         order = np.argsort(spots)
         self.classes = SpotClasses(spots[order], np.array([r[1] for r in rows], dtype=np.int64)[order])
+        self._walked = None
 
     def _freeze(self) -> None:
         """Count spot frequencies over the admitted pages, fix the classes and post them again."""
@@ -112,19 +114,23 @@ class PostgresSearch:
                 rows.append((bucket + 4095, ids[ROW_IDS * 4095 :].tobytes()))
         with self.engine.db.cursor() as cursor:
             cursor.executemany(f"INSERT INTO {t('spot_lists')} VALUES (%s, %s)", rows)
-        self.classes = classes
+        self.classes, self._walked = classes, None
 
     def forget(self) -> None:
         """After a rollback: a freeze the rolled-back work made is gone."""
-        self.classes, self._synced = None, False
+        self.classes, self._synced, self._walked = None, False, None
+
+    def _walk(self, spots: SpotSet, scope_id: int) -> tuple[Walk, list[int]]:
+        """The page's spots in the index's order and its posting keys (each posted in its
+        bucket's rows, ``packing``): made once a check, for its probe, its locks and its postings."""
+        if self._walked is None or self._walked[0] is not spots or self._walked[1] != scope_id:
+            order = walk(spots, self.classes)
+            keys = self.keys.posting_keys(order, scope_id, self.classes) if self._searched(spots) else []
+            self._walked = (spots, scope_id, order, keys)
+        return self._walked[2], self._walked[3]
 
     def _posting_keys(self, spots: SpotSet, scope_id: int) -> list[int]:
-        """The page's posting keys (each posted in its bucket's rows, ``packing``)."""
-        return (
-            self.keys.posting_keys(walk(spots, self.classes), scope_id, self.classes)
-            if self._searched(spots)
-            else []
-        )
+        return self._walk(spots, scope_id)[1]
 
     def post(self, doc_id: int, fp: Fingerprint, scope_id: int) -> None:
         keys = self._posting_keys(fp.spots, scope_id)
@@ -170,7 +176,7 @@ class PostgresSearch:
         keys = lookup_keys(probe, scope_id, self.config, simhash=self.probe_simhash)
         ranges, needs = np.zeros((0, 2), dtype=np.int64), []
         if self._searched(probe.spots):
-            ranges, _, needs = self.keys.probe(walk(probe.spots, self.classes), scope_id, self.classes)
+            ranges, _, needs = self.keys.probe(self._walk(probe.spots, scope_id)[0], scope_id, self.classes)
         # Its candidate keys, before anything is read: what it reads and what it will post.
         posted = lookup_keys(probe, scope_id, self.config, simhash=self.simhash_keys, raw=True)
         spots = [int(low) >> 12 for low in ranges[:, 0].tolist()]
