@@ -176,6 +176,12 @@ class SpotClasses:
         keep = df >= 2
         return cls(spots[keep], np.floor(np.log2(df[keep])).astype(np.int64))
 
+    @classmethod
+    def from_rows(cls, rows: list[tuple[int, int]]) -> SpotClasses:
+        """The classes as a database keeps them: (spot as a signed 64-bit integer, class) rows."""
+        spots = np.array([spot for spot, _ in rows], dtype=np.int64).astype(np.uint64)
+        return cls(spots, np.array([c for _, c in rows], dtype=np.int64))
+
     def of(self, hashes: np.ndarray) -> np.ndarray:
         if not len(self.spots):
             return np.zeros(len(hashes), dtype=np.int64)

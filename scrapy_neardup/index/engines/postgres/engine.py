@@ -22,7 +22,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from typing import Any
 
 from ...base import Conflict
-from .packing import lookup_entries, lookup_entry, lookup_row, lookup_rows
+from .packing import lookup_bucket, lookup_entries, lookup_entry, lookup_row
 from .tables import DERIVED, ID, ORDERS, TABLES
 
 try:
@@ -225,7 +225,7 @@ class PostgresEngine:
     def send_lookup(self, keys: Sequence[Any]) -> Any:
         """Ask for the rows that may hold ``keys`` (read with ``lookup_members``: in a pipeline,
         with whatever is asked next)."""
-        lows = [lookup_rows(key)[0] for key in keys]
+        lows = [lookup_bucket(key) for key in keys]
         return self.execute(
             f"SELECT l.docs FROM unnest(%s::bigint[]) AS r(low) "
             f"JOIN {self.t('lookup_keys')} l ON l.key BETWEEN r.low AND r.low + 4095",

@@ -38,10 +38,10 @@ def lookup_row(key: int, doc: int) -> int:
     return (key >> (64 - LOOKUP_BITS) << 12) | (doc >> CHUNK_BITS) & _LOW
 
 
-def lookup_rows(key: int) -> tuple[int, int]:
-    """(low, high) of the rows that may hold ``key``."""
-    base = key >> (64 - LOOKUP_BITS) << 12
-    return base, base | _LOW
+def lookup_bucket(key: int) -> int:
+    """The first row key of the bucket that may hold lookup ``key`` (its rows are this key to
+    this key + 4095)."""
+    return key >> (64 - LOOKUP_BITS) << 12
 
 
 def lookup_entry(key: int, doc: int) -> bytes:

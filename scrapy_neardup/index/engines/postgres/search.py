@@ -58,7 +58,8 @@ class PostgresSearch:
         self._synced = True
         t, execute, freezing = self.engine.t, self.engine.execute, lock_key("spot_order", self.engine.schema)
         self.engine.lock([freezing], shared=True)
-        order = execute(f"SELECT 1 FROM {t('meta')} WHERE key = 'spot_order'")
+        frozen = f"SELECT 1 FROM {t('meta')} WHERE key = 'spot_order'"
+        order = execute(frozen)
         last = execute(f"SELECT last_value FROM {t('doc_ids')}")
         if order.fetchone():
             self._load()
@@ -68,17 +69,14 @@ class PostgresSearch:
         query = f"SELECT COUNT(*) FROM {t('documents')} WHERE status = 'unique' AND spots IS NOT NULL"
         if execute(query).fetchone()[0] >= FREEZE_AT:
             self.engine.lock([freezing])
-            if execute(f"SELECT 1 FROM {t('meta')} WHERE key = 'spot_order'").fetchone():
+            if execute(frozen).fetchone():
                 self._load()
             else:
                 self._freeze()
 
     def _load(self) -> None:
         rows = self.engine.execute(f"SELECT spot, class FROM {self.engine.t('spot_classes')}").fetchall()
-        spots = np.array([r[0] for r in rows], dtype=np.int64).astype(np.uint64)
-        order = np.argsort(spots)
-        self.classes = SpotClasses(spots[order], np.array([r[1] for r in rows], dtype=np.int64)[order])
-        self._walked = None
+        self.classes, self._walked = SpotClasses.from_rows(rows), None
 
     def _freeze(self) -> None:
         """Count spot frequencies over the admitted pages, fix the classes and post them again."""

@@ -55,8 +55,7 @@ class SpotLists:
         self._synced = True
         if self.db.execute("SELECT 1 FROM meta WHERE key = 'spot_order'").fetchone():
             rows = self.db.execute("SELECT spot, class FROM spot_classes").fetchall()
-            spots = np.array([r[0] for r in rows], dtype=np.int64).astype(np.uint64)
-            self.classes = SpotClasses(spots, np.array([r[1] for r in rows], dtype=np.int64))
+            self.classes = SpotClasses.from_rows(rows)
             return
         # Ids are distinct and positive, so the largest bounds the count: a lookup, not a scan.
         if (self.db.execute("SELECT MAX(id) FROM documents").fetchone()[0] or 0) < FREEZE_AT:
