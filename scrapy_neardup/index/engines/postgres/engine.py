@@ -61,7 +61,7 @@ class PostgresEngine:
         self.schema, self.path, self.name = schema, path, path
         self._depth = 0
         self.search: Any = None  # the index's search (``search.PostgresSearch``), set by the index
-        self._next_doc: Any = None  # a document id asked for with a check's first reads (or skipped)
+        self._next_doc: Any = None  # a check's document id, asked for with its reads (``ask_doc_id``)
 
     def t(self, table: str) -> str:
         return f"{self.schema}.{table}"
@@ -81,7 +81,11 @@ class PostgresEngine:
                 "FROM unnest(%s::bigint[]) AS k ORDER BY k",
                 [ints(sorted(set(keys)))],
             )
-        if self._depth and self._next_doc is None:  # a check: its page's id, asked with its reads
+
+    def ask_doc_id(self) -> None:
+        """A check begins: its page's id is asked for with its reads (``new_id`` takes the answer;
+        a page not recorded leaves a gap in the ids)."""
+        if self._depth and self._next_doc is None:
             self._next_doc = self.execute("SELECT nextval(%s::regclass)", [self.t("doc_ids")])
 
     def _reconnect(self) -> None:

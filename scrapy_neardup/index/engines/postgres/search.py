@@ -180,6 +180,7 @@ class PostgresSearch:
         spots = [int(low) >> 12 for low in ranges[:, 0].tolist()]
         spots += [key >> 12 for key in self._posting_keys(probe.spots, scope_id)]
         self.engine.lock([*keys, *posted, *spots])
+        self.engine.ask_doc_id()
         looked_up = self.engine.send_lookup(keys)
         # A bucket read once for each probed spot in it: a page posts it once however many of its
         # spots are there, so a count never falls below the spots shared.
