@@ -32,7 +32,12 @@ except ImportError:  # pragma: no cover - the extra is missing
 def _connect(url: str, timeout: float) -> Any:
     if psycopg is None:
         raise MissingExtraError("the PostgreSQL index needs psycopg: pip install 'scrapy-neardup[postgres]'")
-    return psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(timeout)))
+    db = psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(timeout)))
+    # A check's queries are small, but the planner's estimate of a bucket read grows with the
+    # lists (it cannot see how few rows a bucket holds): past jit_above_cost the server would
+    # compile each read, some 4 ms, for work of a tenth of that.
+    db.execute("SET jit = off")
+    return db
 
 
 def _reconnecting(first: Any, url: str, timeout: float) -> Any:
