@@ -226,6 +226,15 @@ def test_crawlers_starting_at_once_on_a_new_index_make_it_once(postgres_url):
         index.remove()
 
 
+def test_the_index_sessions_never_compile_a_query(postgres_url):
+    """JIT off (index._connect): past a million list rows the planner compiled every bucket read."""
+    index = PostgresIndex(postgres_url, CONFIG, prefix=f"jit_{uuid.uuid4().hex}")
+    assert index.engine.execute("SHOW jit").fetchone()[0] == "off"
+    index.engine._reconnect()  # a connection made again after the server was lost
+    assert index.engine.execute("SHOW jit").fetchone()[0] == "off"
+    index.remove()
+
+
 @given(st.integers(-(2**63), 2**63 - 1), st.integers(0, 2**32 - 1), st.integers(0, 4095))
 def test_a_posting_is_in_the_bucket_every_probe_of_its_spot_reads(key, doc, partition):
     """Packed rows (``packing``): a probe of the same spot from any partition reads the bucket a
