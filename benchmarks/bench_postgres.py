@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import collections
 import dataclasses
+import gc
 import multiprocessing
 import os
 import sys
@@ -71,32 +72,40 @@ def size_of(index, backend: str, urls: dict, before: int) -> int:
     return index.engine.size()
 
 
-def _fill_share(backend: str, urls: dict, folder: str, name: str, pages: list, results) -> None:
+def _fill_share(backend: str, urls: dict, folder: str, name: str, chunks, results) -> None:
+    found = duplicates = 0
     with Detector(CONFIG, open_index(backend, urls, folder, name)) as detector:
-        verdicts = [
-            (detector.decide(Arrival(url, "", revisit=False), fp).duplicate, is_variant)
-            for url, fp, is_variant in pages
-        ]
-    results.put((sum(d and v for d, v in verdicts), sum(d for d, _ in verdicts)))
+        for chunk in iter(chunks.get, None):
+            for url, fp, is_variant in chunk:
+                duplicate = detector.decide(Arrival(url, "", revisit=False), fp).duplicate
+                found, duplicates = found + (duplicate and is_variant), duplicates + duplicate
+    results.put((found, duplicates))
 
 
 def fill(backend: str, pages: list, urls: dict, folder: str, processes: int, timed: int = 10_000) -> dict:
     """A fresh index holds every page; the last ``timed`` checked by one process, each timed.
-    The pages before are checked by ``processes`` processes at once (pages dealt in turn), as
-    crawlers sharing the index would: a 10**6-page fill in under an hour."""
+    The pages before are checked by ``processes`` processes at once (pages dealt in turn, a
+    thousand at a time, so they go through the pages together), as crawlers sharing the index
+    would: a 10**6-page fill in under an hour. The workers are spawned, not forked: a forked
+    one would copy the parent's million fingerprints page by page as it touched them."""
     before = used_memory(urls["redis"]) if backend == "redis" else 0
     name, found, duplicates = uuid.uuid4().hex, 0, 0
     bulk, last = pages[: max(len(pages) - timed, 0)], pages[-timed:]
     index = open_index(backend, urls, folder, name)
     if processes > 1 and bulk:
-        ctx, shares = multiprocessing.get_context("fork"), [bulk[n::processes] for n in range(processes)]
-        results = ctx.Queue()
+        ctx = multiprocessing.get_context("spawn")
+        results, queues = ctx.Queue(), [ctx.Queue(maxsize=2) for _ in range(processes)]
         workers = [
-            ctx.Process(target=_fill_share, args=(backend, urls, folder, name, share, results))
-            for share in shares
+            ctx.Process(target=_fill_share, args=(backend, urls, folder, name, queue, results))
+            for queue in queues
         ]
         for worker in workers:
             worker.start()
+        for start in range(0, len(bulk), 1000 * processes):
+            for n, queue in enumerate(queues):
+                queue.put(bulk[start + n : start + 1000 * processes : processes])
+        for queue in queues:
+            queue.put(None)
         for share_found, share_duplicates in [results.get() for _ in workers]:
             found, duplicates = found + share_found, duplicates + share_duplicates
         for worker in workers:
@@ -187,6 +196,8 @@ def main() -> None:
     with multiprocessing.get_context("spawn").Pool(os.cpu_count() or 1) as pool:
         prepared = pool.map(partial(fingerprint_only, config=CONFIG), [d.text for d in docs], chunksize=250)
     pages = [(d.url, fp, d.copy_of >= 0) for d, fp in zip(docs, prepared, strict=True)]
+    del docs, prepared
+    gc.freeze()  # the race's forked workers: the collector would touch (copy) every page
     with tempfile.TemporaryDirectory() as folder:
         urls, stops = {}, []
         url, data = pg_server.start(extra=f"shared_buffers = {args.shared_buffers}\n")
