@@ -17,7 +17,8 @@ how many groups were admitted more than once, and the checks a second beside one
 the same pages. With several processes filling, a variant may be checked before its original
 (one process runs ahead of another), and the original is then the duplicate: "variants
 found" counts on the order, "duplicates" (pages judged duplicates) does not. The servers
-(PostgreSQL, redis-server) are started here, on 127.0.0.1.
+(PostgreSQL, redis-server) are started here, on 127.0.0.1. ``--statements`` prints the
+server's time a timed check, statement by statement (``pg_stat_statements``).
 """
 
 from __future__ import annotations
@@ -82,7 +83,15 @@ def _fill_share(backend: str, urls: dict, folder: str, name: str, chunks, result
     results.put((found, duplicates))
 
 
-def fill(backend: str, pages: list, urls: dict, folder: str, processes: int, timed: int = 10_000) -> dict:
+def fill(
+    backend: str,
+    pages: list,
+    urls: dict,
+    folder: str,
+    processes: int,
+    timed: int = 10_000,
+    statements: bool = False,
+) -> dict:
     """A fresh index holds every page; the last ``timed`` checked by one process, each timed.
     The pages before are checked by ``processes`` processes at once (pages dealt in turn, a
     thousand at a time, so they go through the pages together), as crawlers sharing the index
@@ -114,6 +123,8 @@ def fill(backend: str, pages: list, urls: dict, folder: str, processes: int, tim
     times = []
     with Detector(CONFIG, index) as detector:
         for number, (url, fp, is_variant) in enumerate([*bulk, *last]):
+            if number == len(bulk) and statements and backend == "postgres":
+                index.engine.execute("SELECT pg_stat_statements_reset()")
             started = time.perf_counter()
             verdict = detector.decide(Arrival(url, "", revisit=False), fp)
             if number >= len(bulk):
@@ -121,6 +132,8 @@ def fill(backend: str, pages: list, urls: dict, folder: str, processes: int, tim
             found, duplicates = found + (verdict.duplicate and is_variant), duplicates + verdict.duplicate
         size = size_of(index, backend, urls, before)
         parts = relations(index, len(pages)) if backend == "postgres" else ""
+        if statements and backend == "postgres":
+            parts += "\n" + server_time(index, len(last))
         if backend in ("redis", "postgres"):
             index.remove()
     last_ms = np.array(times) * 1000
@@ -138,6 +151,20 @@ def relations(index, pages: int) -> str:
         [index.engine.schema.strip('"')],
     ).fetchall()
     return ", ".join(f"{name} {size / pages:,.0f}" for name, size in rows if size)
+
+
+def server_time(index, checks: int) -> str:
+    """The server's time a check, statement by statement, over the timed checks
+    (``pg_stat_statements``, whose own overhead is counted in)."""
+    rows = index.engine.execute(
+        "SELECT total_exec_time, calls, regexp_replace(query, '\\s+|\"[^\"]+\"[.]', ' ', 'g') "
+        "FROM pg_stat_statements WHERE calls >= %s ORDER BY total_exec_time DESC LIMIT 8",
+        [checks // 10],
+    ).fetchall()
+    total = index.engine.execute("SELECT sum(total_exec_time) FROM pg_stat_statements").fetchone()[0]
+    lines = [f"  server {total / checks:.2f} ms a check:"]
+    lines += [f"    {ms / checks:.3f} ms ({n / checks:.1f} calls)  {query[:70]}" for ms, n, query in rows]
+    return "\n".join(lines)
 
 
 def _race_share(url: str, prefix: str, pages: list, barrier, results) -> None:
@@ -188,6 +215,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--shared-buffers", default="1GB", help="the server's (PostgreSQL's default: 128MB)")
     parser.add_argument(
+        "--statements", action="store_true", help="the server's time a timed check, statement by statement"
+    )
+    parser.add_argument(
         "--fill-processes", type=int, default=1, help="processes filling all but the timed last 10,000 pages"
     )
     args = parser.parse_args()
@@ -200,7 +230,10 @@ def main() -> None:
     gc.freeze()  # the race's forked workers: the collector would touch (copy) every page
     with tempfile.TemporaryDirectory() as folder:
         urls, stops = {}, []
-        url, data = pg_server.start(extra=f"shared_buffers = {args.shared_buffers}\n")
+        preload = "shared_preload_libraries = 'pg_stat_statements'\n" if args.statements else ""
+        url, data = pg_server.start(extra=f"shared_buffers = {args.shared_buffers}\n{preload}")
+        if args.statements:
+            sql(url, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
         urls["postgres"], stops = url, [lambda: pg_server.stop(data)]
         if "redis" in args.backends:
             process, port = start_redis(folder)
@@ -215,7 +248,7 @@ def main() -> None:
                 variants = sum(is_variant for _, _, is_variant in pages[:size])
                 for backend in args.backends:
                     shared = args.fill_processes if backend != "sqlite" else 1  # a file: one writer
-                    r = fill(backend, pages[:size], urls, folder, shared)
+                    r = fill(backend, pages[:size], urls, folder, shared, statements=args.statements)
                     print(f"{backend:<10} {size:>9,} | {r['median']:>9.2f} | {r['p99']:>7.2f} | "
                           f"{r['bytes']:>10,.0f} | {r['found']:,} of {variants:,} | {r['duplicates']:,}",
                           flush=True)  # fmt: skip
@@ -233,11 +266,16 @@ def main() -> None:
                 stop()
 
 
-def pg_version(url: str) -> str:
+def sql(url: str, query: str) -> object:
     import psycopg
 
-    with psycopg.connect(url) as db:
-        return db.execute("SHOW server_version").fetchone()[0]
+    with psycopg.connect(url, autocommit=True) as db:
+        cursor = db.execute(query)
+        return cursor.fetchone()[0] if cursor.description else None
+
+
+def pg_version(url: str) -> str:
+    return str(sql(url, "SHOW server_version"))
 
 
 if __name__ == "__main__":
