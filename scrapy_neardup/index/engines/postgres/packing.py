@@ -33,6 +33,17 @@ def spot_bucket(key: int) -> int:
     return key >> 24 << 12
 
 
+def bucket_rows(bucket: int, ids: list[int]) -> list[tuple[int, bytes]]:
+    """A bucket's rows for these sorted ids, as a freeze writes them: ROW_IDS ids a row, the
+    last possible row (bucket + 4095) taking all that come after."""
+    packed = np.array(ids, dtype="<u4")
+    full = min(-(-len(packed) // ROW_IDS), _LOW)
+    rows = [(bucket + n, packed[n * ROW_IDS : (n + 1) * ROW_IDS].tobytes()) for n in range(full)]
+    if len(packed) > ROW_IDS * _LOW:
+        rows.append((bucket + _LOW, packed[ROW_IDS * _LOW :].tobytes()))
+    return rows
+
+
 def lookup_row(key: int, doc: int) -> int:
     """The row a page's lookup ``key`` goes to."""
     return (key >> (64 - LOOKUP_BITS) << 12) | (doc >> CHUNK_BITS) & _LOW

@@ -21,7 +21,7 @@ from ...lookup_keys import lookup_keys
 from ...pruning import SpotClasses, Walk, walk
 from ...spot_search import MAX_DOC, SpotKeys, counted
 from .engine import ints, lock_key
-from .packing import ROW_IDS, spot_bucket
+from .packing import ROW_IDS, bucket_rows, spot_bucket
 
 FREEZE_AT = 5000  # admitted pages with spots after which the spot order is frozen
 BOUNDS = len(BOUND_COLUMNS.split(","))  # the first signature columns are the bounds' (``bounds``)
@@ -37,14 +37,14 @@ class PostgresSearch:
         self.simhash_keys = simhash_keys  # whether admitted pages post SimHash keys (the ledger's choice)
         self.classes: SpotClasses | None = None
         self._synced = False
-        self._walked: tuple[SpotSet, int, Walk, list[int]] | None = None  # a check's walk and keys
+        self._walked: tuple[Any, ...] | None = None  # (spots, scope, classes, walk, keys) of a check
 
     def _searched(self, spots: SpotSet) -> bool:
         return "spotsigs" in self.config.methods and spots.size >= self.config.spotsigs_least_spots
 
     def begin(self) -> None:
         """A transaction begins: another process may have frozen the spot order since the last."""
-        self._synced, self._walked = False, None
+        self._synced = False
 
     def ready(self) -> None:
         """Load the frozen spot order, or freeze it when it is due (once a transaction, inside it).
@@ -76,7 +76,7 @@ class PostgresSearch:
 
     def _load(self) -> None:
         rows = self.engine.execute(f"SELECT spot, class FROM {self.engine.t('spot_classes')}").fetchall()
-        self.classes, self._walked = SpotClasses.from_rows(rows), None
+        self.classes = SpotClasses.from_rows(rows)
 
     def _freeze(self) -> None:
         """Count spot frequencies over the admitted pages, fix the classes and post them again."""
@@ -103,29 +103,24 @@ class PostgresSearch:
             if self._searched(spot_set):
                 for key in self.keys.posting_keys(walk(spot_set, classes), scope, classes):
                     lists.setdefault(spot_bucket(key), set()).add(doc)
-        rows = []
-        for bucket, docs in lists.items():
-            ids = np.array(sorted(docs), dtype="<u4")
-            full = min(-(-len(ids) // ROW_IDS), 4095)  # rows of ROW_IDS; the last possible takes the rest
-            rows += [(bucket + n, ids[n * ROW_IDS : (n + 1) * ROW_IDS].tobytes()) for n in range(full)]
-            if len(ids) > ROW_IDS * 4095:
-                rows.append((bucket + 4095, ids[ROW_IDS * 4095 :].tobytes()))
+        rows = [row for bucket, docs in lists.items() for row in bucket_rows(bucket, sorted(docs))]
         with self.engine.db.cursor() as cursor:
             cursor.executemany(f"INSERT INTO {t('spot_lists')} VALUES (%s, %s)", rows)
-        self.classes, self._walked = classes, None
+        self.classes = classes
 
     def forget(self) -> None:
         """After a rollback: a freeze the rolled-back work made is gone."""
-        self.classes, self._synced, self._walked = None, False, None
+        self.classes, self._synced = None, False
 
     def _walk(self, spots: SpotSet, scope_id: int) -> tuple[Walk, list[int]]:
         """The page's spots in the index's order and its posting keys (each posted in its
         bucket's rows, ``packing``): made once a check, for its probe, its locks and its postings."""
-        if self._walked is None or self._walked[0] is not spots or self._walked[1] != scope_id:
+        made = self._walked
+        if made is None or made[0] is not spots or made[1] != scope_id or made[2] is not self.classes:
             order = walk(spots, self.classes)
             keys = self.keys.posting_keys(order, scope_id, self.classes) if self._searched(spots) else []
-            self._walked = (spots, scope_id, order, keys)
-        return self._walked[2], self._walked[3]
+            made = self._walked = (spots, scope_id, self.classes, order, keys)
+        return made[3], made[4]
 
     def _posting_keys(self, spots: SpotSet, scope_id: int) -> list[int]:
         return self._walk(spots, scope_id)[1]
