@@ -4,12 +4,12 @@
     python benchmarks/bench_postgres.py --sizes 1000000 --backends postgres sqlite --fill-processes 4
 
 The pages are the synthetic corpus of ``corpus.py`` (10 % lightly edited variants),
-fingerprinted beforehand (not timed). For each size each backend fills a fresh index, one
-transaction a page: the last 10,000 pages checked by one process, each check timed, the pages
-before by ``--fill-processes`` processes at once on a server (default one; SQLite's file by
-one, its writes being one at a time). The server gets
-``--shared-buffers`` (PostgreSQL's advice: a quarter of the machine's memory; its default
-128MB is for a small machine). Bytes a page are the index's own tables
+fingerprinted beforehand (not timed; kept in ``benchmarks/.data/cache`` for the next run).
+For each size each backend fills a fresh index, one transaction a page: the last 10,000
+pages checked by one process, each check timed, the pages before by ``--fill-processes``
+processes at once on a server (default one; SQLite's file by one, its writes being one at a
+time). The server gets ``--shared-buffers`` (PostgreSQL's advice: a quarter of the machine's
+memory; its default 128MB is for a small machine). Bytes a page are the index's own tables
 with their indexes (PostgreSQL: ``pg_total_relation_size``; SQLite: the file's pages in use;
 Redis: the growth of ``used_memory``). Then the race: groups of copies arriving together,
 each group's four pages checked at the same moment by four processes, against a fresh index:
@@ -41,6 +41,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+import fingerprint_cache
 import pg_server
 from bench_index import CONFIG
 from bench_redis import start_redis, used_memory
@@ -207,6 +208,14 @@ def fingerprint_only(text: str, config: DedupConfig):
     return dataclasses.replace(fingerprint(text, config), text="")
 
 
+def make_pages(count: int, seed: int) -> list[tuple]:
+    """The corpus's first ``count`` pages as (url, fingerprint, is a variant), on every core."""
+    docs = list(documents(count, seed))
+    with multiprocessing.get_context("spawn").Pool(os.cpu_count() or 1) as pool:
+        prepared = pool.map(partial(fingerprint_only, config=CONFIG), [d.text for d in docs], chunksize=250)
+    return [(d.url, fp, d.copy_of >= 0) for d, fp in zip(docs, prepared, strict=True)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
@@ -222,11 +231,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     largest = max(args.sizes)
-    docs = list(documents(largest + args.race_groups * 4, args.seed))
-    with multiprocessing.get_context("spawn").Pool(os.cpu_count() or 1) as pool:
-        prepared = pool.map(partial(fingerprint_only, config=CONFIG), [d.text for d in docs], chunksize=250)
-    pages = [(d.url, fp, d.copy_of >= 0) for d, fp in zip(docs, prepared, strict=True)]
-    del docs, prepared
+    count = largest + args.race_groups * 4
+    pages = fingerprint_cache.load_or_make(count, args.seed, CONFIG, partial(make_pages, count, args.seed))
     gc.freeze()  # the race's forked workers: the collector would touch (copy) every page
     with tempfile.TemporaryDirectory() as folder:
         urls, stops = {}, []
