@@ -38,7 +38,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import pickle
 import platform
 import random
 import shlex
@@ -103,13 +102,13 @@ def _code_key(extractor: str) -> str:
 
 def extract_all(bodies: Sequence[bytes], extractor: str, use_cache: bool) -> list[str | None]:
     """Main text of every body (None when the page is skipped before tokenizing)."""
-    path = CACHE / f"extract-{extractor}-{_code_key(extractor)}.pkl"
-    cache: dict[bytes, str | None] = {}
+    path = CACHE / f"extract-{extractor}-{_code_key(extractor)}.json"  # data, never pickled code
+    cache: dict[str, str | None] = {}
     if use_cache and path.exists():
-        cache = pickle.loads(path.read_bytes())
+        cache = json.loads(path.read_text())
     texts, dirty = [], False
     for body in bodies:
-        key = hashlib.sha1(body).digest()
+        key = hashlib.sha1(body).hexdigest()
         if key not in cache:
             try:
                 cache[key] = extract_page(body, extractor)[0]
@@ -119,7 +118,7 @@ def extract_all(bodies: Sequence[bytes], extractor: str, use_cache: bool) -> lis
         texts.append(cache[key])
     if use_cache and dirty:
         CACHE.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(pickle.dumps(cache, protocol=pickle.HIGHEST_PROTOCOL))
+        path.write_text(json.dumps(cache))
     return texts
 
 

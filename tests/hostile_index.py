@@ -38,7 +38,7 @@ def hostile_values(rng: random.Random, ran: Path) -> list:
         None, -1, 0, 2**63 - 1, -(2**63), 1.5, float("inf"), "text", "", "' OR 1=1 --", "\x00", "é" * 1000,
         b"", b"\x00\xff\xfe", pickle.dumps(Planted(ran)), rng.randbytes(64), rng.randbytes(100_000),
         '{"a": [1, 2]}', "[1, 2, 3]", '["h", "", "param", "x"]', "x" * 200_000, b"[" * 5000, b"\x03" * 9,
-        b"\x01" * 7, "9" * 30,
+        b"\x04\x05\0\0\0\x19" + b"\xff" * 9, b"\x01" * 7, "9" * 30,
     ]  # fmt: skip
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..signatures.spotsigs import SpotSet
-from .codecs import blob_spots, repeated_spots
+from .codecs import blob_spots, listed_spots
 from .pruning import (
     SpotClasses,
     Walk,
@@ -169,14 +169,14 @@ def batch_jaccard(probe: SpotSet, sets: list[SpotSet]) -> np.ndarray:
 def blob_jaccard(probe: SpotSet, blobs: list[bytes]) -> np.ndarray:
     """``batch_jaccard`` straight from stored blobs: one numpy decode for each form."""
     forms = {blob[0] for blob in blobs}
-    if len(forms) > 1:  # a file written before form 3, or pages with many repeats among them
+    if len(forms) > 1:  # pages with a few or with many spots among them, or an earlier file
         result = np.zeros(len(blobs))
         for form in forms:
             at = [i for i, blob in enumerate(blobs) if blob[0] == form]
             result[at] = blob_jaccard(probe, [blobs[i] for i in at])
         return result
-    if forms == {3}:
-        return _jaccard_flat(probe, *repeated_spots(blobs))
+    if forms <= {3, 4}:
+        return _jaccard_flat(probe, *listed_spots(blobs))
     if forms == {1}:
         lengths = [(len(b) - 1) // 5 for b in blobs]
         pairs = list(zip(blobs, lengths, strict=True))
