@@ -1,9 +1,9 @@
 """The PostgreSQL index's tables, all in one schema of its own (the location's ``prefix``).
 
 Documents are rows of their kind's table, with a column a field (``records.FIELD_TYPES``:
-bigint, double precision, text, bytea); ids come from sequences, never given twice. Lookup keys
-and SpotSigs lists are tables of their own, many postings a row (``packing``); the other sets
-and maps are rows of two narrow tables. The sets a
+bigint, double precision, text, bytea; counts and small ids integer); ids come from
+sequences, never given twice. Lookup keys and SpotSigs lists are tables of their own, many
+postings a row (``packing``); the other sets and maps are rows of two narrow tables. The sets a
 record's columns hold (its revisit key, source, scope, original) and the counts by status
 are read from the documents, as the SQLite engine does: no row is shared by every page, so
 concurrent checks do not conflict on a counter.
@@ -16,6 +16,9 @@ from ...records import FIELD_TYPES
 TABLES = {"doc": "documents", "run": "runs", "skip": "url_skips", "text": "texts"}
 ID = {"text": "doc"}  # the id column of a table whose id is not ``id``
 SQL_TYPES = {int: "bigint", float: "double precision", str: "text", bytes: "bytea"}
+# Counts and small ids, in 4 bytes: side by side after the 8-byte columns, so none is padded.
+NARROW = {"scope": "integer", "tokens": "integer", "spot_size": "integer", "run": "integer"}
+_WIDTH = {"bigint": 0, "double precision": 0, "integer": 1}  # fixed widths first, widest first
 # Sets read from the documents' own columns: the condition on a key.
 DERIVED = {
     "url": "scope = %s AND url_key = %s", "src": "source = %s",
@@ -42,7 +45,9 @@ def create_statements(schema: str) -> list[str]:
     ]
     for kind, name in TABLES.items():
         columns = [f"{ID.get(kind, 'id')} bigint PRIMARY KEY"]
-        columns += [f"{field} {SQL_TYPES[kind_type]}" for field, kind_type in FIELD_TYPES[kind].items()]
+        types = {field: NARROW.get(field, SQL_TYPES[of]) for field, of in FIELD_TYPES[kind].items()}
+        order = sorted(types, key=lambda field: _WIDTH.get(types[field], 2))
+        columns += [f"{field} {types[field]}" for field in order]
         statements.append(f"{table}.{name} ({', '.join(columns)})")
     statements += [f"CREATE SEQUENCE IF NOT EXISTS {schema}.{name}" for name in SEQUENCES]
     index = "CREATE INDEX IF NOT EXISTS"
