@@ -8,12 +8,12 @@ fingerprinted beforehand (not timed; kept in ``benchmarks/.data/cache`` for the 
 For each size each backend fills a fresh index, one transaction a page: the last 10,000
 pages checked by one process, each check timed, the pages before by ``--fill-processes``
 processes at once on a server (default one; SQLite's file by one, its writes being one at a
-time). The server gets ``--shared-buffers`` (PostgreSQL's advice: a quarter of the machine's
-memory; its default 128MB is for a small machine). Bytes a page are the index's own tables
-with their indexes (PostgreSQL: ``pg_total_relation_size``; SQLite: the file's pages in use;
-Redis: the growth of ``used_memory``). Then the race: groups of copies arriving together,
-each group's four pages checked at the same moment by four processes, against a fresh index:
-how many groups were admitted more than once, and the checks a second beside one process on
+time). The server gets ``SERVER``'s settings (``--set NAME=VALUE`` for others). Bytes a
+page are the index's own tables with their indexes (PostgreSQL: ``pg_total_relation_size``;
+SQLite: the file's pages in use; Redis: the growth of ``used_memory``). Then the race: groups
+of copies arriving together, each group's four pages checked at the same moment by four
+processes, against a fresh index: how many groups were admitted more than once, and the
+checks a second beside one process on
 the same pages. With several processes filling, a variant may be checked before its original
 (one process runs ahead of another), and the original is then the duplicate: "variants
 found" counts on the order, "duplicates" (pages judged duplicates) does not. The servers
@@ -52,6 +52,17 @@ from scrapy_neardup.detector import Arrival, Detector
 from scrapy_neardup.fingerprint import fingerprint
 from scrapy_neardup.index import SQLiteIndex
 from scrapy_neardup.index.engines.postgres import PostgresIndex
+
+# The server's settings for a write-heavy index, as PostgreSQL's manual advises (Server
+# Configuration; WAL Configuration): a quarter of the memory for its buffers (the default
+# 128MB is for a small machine), and checkpoints far enough apart that a list row is not
+# written whole to the WAL again (a full-page write) every minute of a crawl, compressed.
+SERVER = {
+    "shared_buffers": "1GB",
+    "max_wal_size": "8GB",
+    "checkpoint_timeout": "15min",
+    "wal_compression": "lz4",
+}
 
 
 def open_index(backend: str, urls: dict, folder: str, name: str):
@@ -222,7 +233,9 @@ def main() -> None:
     parser.add_argument("--backends", nargs="+", default=["postgres", "sqlite", "redis"])
     parser.add_argument("--race-groups", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--shared-buffers", default="1GB", help="the server's (PostgreSQL's default: 128MB)")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="NAME=VALUE", help="a server setting (over SERVER's)"
+    )
     parser.add_argument(
         "--statements", action="store_true", help="the server's time a timed check, statement by statement"
     )
@@ -237,7 +250,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         urls, stops = {}, []
         preload = "shared_preload_libraries = 'pg_stat_statements'\n" if args.statements else ""
-        url, data = pg_server.start(extra=f"shared_buffers = {args.shared_buffers}\n{preload}")
+        settings = SERVER | dict(setting.split("=", 1) for setting in args.set)
+        url, data = pg_server.start(extra="".join(f"{k} = '{v}'\n" for k, v in settings.items()) + preload)
         if args.statements:
             sql(url, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
         urls["postgres"], stops = url, [lambda: pg_server.stop(data)]
@@ -246,8 +260,9 @@ def main() -> None:
             urls["redis"] = f"redis://127.0.0.1:{port}/0"
             stops.append(process.terminate)
         try:
+            shown = ", ".join(f"{k} {v}" for k, v in settings.items())
             print(f"{os.cpu_count()} cores; servers on 127.0.0.1 (PostgreSQL {pg_version(url)}, fsync off, "
-                  f"shared_buffers {args.shared_buffers}); {args.fill_processes} filling")  # fmt: skip
+                  f"{shown}); {args.fill_processes} filling")  # fmt: skip
             head = f"{'index':<10} {'pages':>9} | {'median ms':>9} | {'p99 ms':>7} | {'bytes/page':>10}"
             print(f"{head} | variants found | duplicates")
             for size in sorted(args.sizes):
