@@ -54,11 +54,11 @@ from scrapy_neardup.index import SQLiteIndex
 from scrapy_neardup.index.engines.postgres import PostgresIndex
 
 # The server's settings for a write-heavy index, as PostgreSQL's manual advises (Server
-# Configuration; WAL Configuration): a quarter of the memory for its buffers (the default
-# 128MB is for a small machine), and checkpoints far enough apart that a list row is not
-# written whole to the WAL again (a full-page write) every minute of a crawl, compressed.
+# Configuration; WAL Configuration): up to a quarter of the memory for its buffers (here a
+# sixth of 24 GB; the default 128MB is for a small machine), and checkpoints far enough apart
+# that a list page is not written whole to the WAL again every minute of a crawl, compressed.
 SERVER = {
-    "shared_buffers": "1GB",
+    "shared_buffers": "4GB",
     "max_wal_size": "8GB",
     "checkpoint_timeout": "15min",
     "wal_compression": "lz4",
