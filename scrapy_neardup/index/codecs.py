@@ -70,7 +70,7 @@ def blob_spots(blob: bytes | None) -> SpotSet:
     """The multiset ``spots_blob`` stored; ``ValueError`` for a blob of no such form."""
     if not blob:
         return SpotSet(np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.uint32))
-    if blob[0] in (3, 4) and (blob[0] == 4 or (len(blob) - 1) % 4 == 0):
+    if blob[0] == 4 or (blob[0] == 3 and (len(blob) - 1) % 4 == 0):
         hashes, counts, _ = listed_spots([blob])
         return SpotSet(hashes, counts.astype(np.uint32))
     width = blob[0]

@@ -20,6 +20,7 @@ _PAD = bytes(8)  # after each list's low bits: every value's bits are read as 8 
 
 
 def _low_bits(count: int) -> int:
+    """L: the bits of a value kept as they are, floor(log2(2**32 / count))."""
     return (2**32 // count).bit_length() - 1
 
 
@@ -67,20 +68,20 @@ def decode_many(blobs: list[bytes], offset: int = 0) -> tuple[np.ndarray, list[i
         raise ValueError("not an Elias-Fano list")
     heads = [_HEAD.unpack_from(blob, offset) for blob in blobs]
     ends = [offset + _HEAD.size + (n * low + 7) // 8 for n, low in heads]
-    counts = [n for n, _ in heads]
-    owner_n = np.array(counts, dtype=np.int64)
-    first = np.repeat(np.cumsum(owner_n) - owner_n, owner_n)
-    rank = np.arange(int(owner_n.sum())) - first  # a value's place in its own list
+    lengths = [n for n, _ in heads]
+    each = np.array(lengths, dtype=np.int64)  # each list's values, to repeat a list's figures
+    rank = np.arange(int(each.sum())) - np.repeat(np.cumsum(each) - each, each)  # place in its list
+    # Low bits: the value's L bits read from the 8 bytes where they begin (lists padded).
     lows_at = [blob[offset + _HEAD.size : end] + _PAD for blob, end in zip(blobs, ends, strict=True)]
-    starts = np.repeat(np.cumsum([0] + [len(part) for part in lows_at[:-1]]), owner_n)
-    low = np.repeat(np.array([b for _, b in heads], dtype=np.int64), owner_n)
+    starts = np.repeat(np.cumsum([0] + [len(part) for part in lows_at[:-1]]), each)
+    low = np.repeat(np.array([bits for _, bits in heads], dtype=np.int64), each)
     bit = starts * 8 + rank * low
     raw = np.frombuffer(b"".join(lows_at), np.uint8)
     window = raw[(bit >> 3)[:, None] + np.arange(8)].view("<u8").ravel()
-    mask = (np.uint64(1) << low.astype(np.uint64)) - np.uint64(1)
-    lows = (window >> (bit & 7).astype(np.uint64)) & mask
+    lows = (window >> (bit & 7).astype(np.uint64)) & ((np.uint64(1) << low.astype(np.uint64)) - np.uint64(1))
+    # High bits: the i-th set bit of a list's vector is at high + i (sound: n set bits each).
     uppers = [blob[end:] for blob, end in zip(blobs, ends, strict=True)]
-    upper_start = np.repeat(np.cumsum([0] + [8 * len(part) for part in uppers[:-1]]), owner_n)
+    upper_start = np.repeat(np.cumsum([0] + [8 * len(part) for part in uppers[:-1]]), each)
     ones = np.flatnonzero(np.unpackbits(np.frombuffer(b"".join(uppers), np.uint8), bitorder="little"))
     highs = (ones - upper_start - rank).astype(np.uint64)
-    return (highs << low.astype(np.uint64)) | lows, counts
+    return (highs << low.astype(np.uint64)) | lows, lengths
