@@ -13,10 +13,10 @@ page are the index's own tables with their indexes (PostgreSQL: ``pg_total_relat
 SQLite: the file's pages in use; Redis: the growth of ``used_memory``). Then the race: groups
 of copies arriving together, each group's four pages checked at the same moment by four
 processes, against a fresh index: how many groups were admitted more than once, and the
-checks a second beside one process on
-the same pages. With several processes filling, a variant may be checked before its original
-(one process runs ahead of another), and the original is then the duplicate: "variants
-found" counts on the order, "duplicates" (pages judged duplicates) does not. The servers
+checks a second beside one process on the same pages. With several processes filling, a
+variant may be checked before its original (one process runs ahead of another), and the
+original is then the duplicate: "variants found" counts on the order, "duplicates" (pages
+judged duplicates) does not. The servers
 (PostgreSQL, redis-server) are started here, on 127.0.0.1. ``--statements`` prints the
 server's time a timed check, statement by statement (``pg_stat_statements``).
 """
