@@ -45,11 +45,9 @@ import fingerprint_cache
 import pg_server
 from bench_index import CONFIG
 from bench_redis import start_redis, used_memory
-from corpus import documents
+from corpus import documents, fingerprints
 
-from scrapy_neardup import DedupConfig
 from scrapy_neardup.detector import Arrival, Detector
-from scrapy_neardup.fingerprint import fingerprint
 from scrapy_neardup.index import SQLiteIndex
 from scrapy_neardup.index.engines.postgres import PostgresIndex
 
@@ -214,17 +212,11 @@ def race(url: str, groups: list[list], processes: int) -> dict:
     return {"twice": sum(n > 1 for n in admitted.values()), "pps": checks / max(a[0] for a in answers)}
 
 
-def fingerprint_only(text: str, config: DedupConfig):
-    """A page's fingerprint without its text, in a worker."""
-    return dataclasses.replace(fingerprint(text, config), text="")
-
-
 def make_pages(count: int, seed: int) -> list[tuple]:
-    """The corpus's first ``count`` pages as (url, fingerprint, is a variant), on every core."""
-    docs = list(documents(count, seed))
-    with multiprocessing.get_context("spawn").Pool(os.cpu_count() or 1) as pool:
-        prepared = pool.map(partial(fingerprint_only, config=CONFIG), [d.text for d in docs], chunksize=250)
-    return [(d.url, fp, d.copy_of >= 0) for d, fp in zip(docs, prepared, strict=True)]
+    """The corpus's first ``count`` pages as (url, fingerprint without its text, is a
+    variant), fingerprinted on every core."""
+    made = fingerprints(documents(count, seed), CONFIG, workers=os.cpu_count() or 1)
+    return [(d.url, dataclasses.replace(fp, text=""), d.copy_of >= 0) for d, fp in made]
 
 
 def main() -> None:
