@@ -130,10 +130,10 @@ def fill(
         for worker in workers:
             worker.join()
         bulk = []
-    times = []
+    times, statements = [], statements and backend == "postgres"
     with Detector(CONFIG, index) as detector:
         for number, (url, fp, is_variant) in enumerate([*bulk, *last]):
-            if number == len(bulk) and statements and backend == "postgres":
+            if number == len(bulk) and statements:
                 index.engine.execute("SELECT pg_stat_statements_reset()")
             started = time.perf_counter()
             verdict = detector.decide(Arrival(url, "", revisit=False), fp)
@@ -142,7 +142,7 @@ def fill(
             found, duplicates = found + (verdict.duplicate and is_variant), duplicates + verdict.duplicate
         size = size_of(index, backend, urls, before)
         parts = relations(index, len(pages)) if backend == "postgres" else ""
-        if statements and backend == "postgres":
+        if statements:
             parts += "\n" + server_time(index, len(last))
         if backend in ("redis", "postgres"):
             index.remove()

@@ -7,7 +7,7 @@ frequency class once FREEZE_AT pages are admitted, as in SQLite and Redis.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -27,6 +27,14 @@ FREEZE_AT = 5000  # admitted pages with spots after which the spot order is froz
 BOUNDS = len(BOUND_COLUMNS.split(","))  # the first signature columns are the bounds' (``bounds``)
 
 
+class _Walked(NamedTuple):
+    spots: SpotSet
+    scope: int
+    classes: SpotClasses | None
+    order: Walk
+    keys: list[int]
+
+
 class PostgresSearch:
     """Candidates of a probe among a scope's admitted pages, from the schema's tables."""
 
@@ -37,7 +45,7 @@ class PostgresSearch:
         self.simhash_keys = simhash_keys  # whether admitted pages post SimHash keys (the ledger's choice)
         self.classes: SpotClasses | None = None
         self._synced = False
-        self._walked: tuple[Any, ...] | None = None  # (spots, scope, classes, walk, keys) of a check
+        self._walked: _Walked | None = None  # the last check's walk and posting keys
 
     def _searched(self, spots: SpotSet) -> bool:
         return "spotsigs" in self.config.methods and spots.size >= self.config.spotsigs_least_spots
@@ -115,12 +123,12 @@ class PostgresSearch:
     def _walk(self, spots: SpotSet, scope_id: int) -> tuple[Walk, list[int]]:
         """The page's spots in the index's order and its posting keys (each posted in its
         bucket's rows, ``packing``): made once a check, for its probe, its locks and its postings."""
-        made = self._walked
-        if made is None or made[0] is not spots or made[1] != scope_id or made[2] is not self.classes:
-            order = walk(spots, self.classes)
-            keys = self.keys.posting_keys(order, scope_id, self.classes) if self._searched(spots) else []
-            made = self._walked = (spots, scope_id, self.classes, order, keys)
-        return made[3], made[4]
+        made, classes = self._walked, self.classes
+        if made is None or made.spots is not spots or made.scope != scope_id or made.classes is not classes:
+            order = walk(spots, classes)
+            keys = self.keys.posting_keys(order, scope_id, classes) if self._searched(spots) else []
+            made = self._walked = _Walked(spots, scope_id, classes, order, keys)
+        return made.order, made.keys
 
     def _posting_keys(self, spots: SpotSet, scope_id: int) -> list[int]:
         return self._walk(spots, scope_id)[1]
