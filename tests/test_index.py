@@ -426,25 +426,60 @@ def test_larger_pages_asking_more_shared_spots_find_what_brute_force_finds(
     config = DedupConfig(
         methods=("spotsigs",), extractor="text", spotsigs_threshold=tau, spotsigs_min_spots=1
     )
-    spot_sets = [
-        SpotSet(np.array(sorted(c), dtype=np.uint64) << np.uint64(32), np.array([c[k] for k in sorted(c)]))
-        for c in sets
-    ]
+    spot_sets = [_high_spot_set(counts) for counts in sets]
+    path = tmp_path_factory.mktemp("idx") / "index.db"
+    with monkeypatch.context() as patch:
+        patch.setattr(spot_search, "LARGE_PAGE_SPOTS", large)
+        patch.setattr(sqlite_spots, "FREEZE_AT", 3 if frozen else 5000)
+        assert _spot_verdicts(SQLiteIndex(path, config), config, spot_sets) == _brute_verdicts(spot_sets, tau)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(spot_corpora(), st.sampled_from([0.2, 0.3, 0.5]), st.sampled_from([4, 10, 20]), st.booleans())
+def test_postgres_counts_a_large_page_by_its_own_partition_and_finds_what_brute_force_finds(
+    postgres_url, monkeypatch, sets, tau, large, frozen
+):
+    """PostgreSQL's lists mix partitions (``packing``): counted partition by partition, pairs
+    across the large-page size are all still found."""
+    from scrapy_neardup.index.engines.postgres import PostgresIndex
+    from scrapy_neardup.index.engines.postgres import search as postgres_search
+
+    config = DedupConfig(
+        methods=("spotsigs",), extractor="text", spotsigs_threshold=tau, spotsigs_min_spots=1
+    )
+    spot_sets = [_high_spot_set(counts) for counts in sets]
+    with monkeypatch.context() as patch:
+        patch.setattr(spot_search, "LARGE_PAGE_SPOTS", large)
+        patch.setattr(postgres_search, "FREEZE_AT", 3 if frozen else 5000)
+        index = PostgresIndex(postgres_url, config, prefix=f"large_{uuid.uuid4().hex}")
+        try:
+            assert _spot_verdicts(index, config, spot_sets) == _brute_verdicts(spot_sets, tau)
+        finally:
+            index.remove()
+
+
+def _high_spot_set(counts: dict[int, int]) -> SpotSet:
+    """Spots in the top 32 bits, where a spot's key takes them from."""
+    keys = sorted(counts)
+    return SpotSet(np.array(keys, dtype=np.uint64) << np.uint64(32), np.array([counts[k] for k in keys]))
+
+
+def _brute_verdicts(spot_sets: list[SpotSet], tau: float) -> list[int | None]:
+    """Each page's original: the earliest most similar admitted page at ``tau`` or above."""
     expected: list[int | None] = []
     for i, spots in enumerate(spot_sets):
         similar = [(multiset_jaccard(spots, spot_sets[j]), -j) for j in range(i) if expected[j] is None]
         best = max(similar, default=(0.0, 0))
         expected.append(1 - best[1] if best[0] >= tau - 1e-9 else None)
-    path = tmp_path_factory.mktemp("idx") / "index.db"
-    with monkeypatch.context() as patch:
-        patch.setattr(spot_search, "LARGE_PAGE_SPOTS", large)
-        patch.setattr(sqlite_spots, "FREEZE_AT", 3 if frozen else 5000)
-        # A bar of 0: every match is recorded a duplicate, as the expected list has it.
-        with Detector(config, SQLiteIndex(path, config), drop_above=0.0) as detector:
-            fps = [Fingerprint(token_count=50, spots=spots) for spots in spot_sets]
-            found = [detector.check(f"http://a.example/{i}", fp=fp) for i, fp in enumerate(fps)]
-    found = [verdict.duplicate_of for verdict in found]
-    assert found == expected
+    return expected
+
+
+def _spot_verdicts(index, config: DedupConfig, spot_sets: list[SpotSet]) -> list[int | None]:
+    # A bar of 0: every match is recorded a duplicate, as the brute force has it.
+    with Detector(config, index, drop_above=0.0) as detector:
+        fps = [Fingerprint(token_count=50, spots=spots) for spots in spot_sets]
+        found = [detector.check(f"http://a.example/{i}", fp=fp) for i, fp in enumerate(fps)]
+    return [verdict.duplicate_of for verdict in found]
 
 
 def test_count_filter_cuts_chance_candidates():

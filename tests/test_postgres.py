@@ -244,6 +244,27 @@ def test_a_posting_is_in_the_bucket_every_probe_of_its_spot_reads(key, doc, part
     assert lookup_entries([lookup_entry(key, doc)]).tolist() == [(key, doc)]
 
 
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.lists(st.integers(0, 12), max_size=8)), max_size=12),
+    st.lists(st.integers(1, 4), min_size=1, max_size=4),
+)
+def test_a_bucket_count_by_partition_equals_counting_each_partition_alone(rows, needs):
+    """A row counts for the partitions up to its spot's reach: a document is found with the
+    lowest and highest partition where it is in as many such rows as that partition asks."""
+    start = 2
+    rows = [(start + reach, np.array(ids, dtype="<u4").tobytes()) for reach, ids in rows]
+    expected = {}
+    for part, need in enumerate(needs, start):
+        hits = collections.Counter(
+            doc for reach, blob in rows if reach >= part for doc in np.frombuffer(blob, "<u4").tolist()
+        )
+        for doc in (doc for doc, n in hits.items() if n >= need):
+            expected[doc] = (expected.get(doc, (part, part))[0], part)
+    assert postgres_search.partition_counted(rows, start, needs) == expected
+    damaged = [(reach, blob + b"\x01") for reach, blob in rows]  # a stray byte: the whole ids still count
+    assert postgres_search.partition_counted(damaged, start, needs) == expected
+
+
 def test_a_bucket_fills_rows_one_after_another_and_a_page_leaves_them(postgres_url):
     """Pages posting one spot fill its bucket's rows ROW_IDS ids at a time, every id kept; a page
     taken out (forgetting, a revisit) leaves the row it was in."""

@@ -7,9 +7,11 @@ SpotSigs lists hold one page) made the lists 2,500 bytes a page.
   postings fill rows of up to ROW_IDS ids (uint32), one after the other (the row key is the
   bucket and the row's number), so at 10**6 pages a bucket is about one row of some fifty
   ids, and a spot met in many pages never makes a row that every posting rewrites whole.
-  A probe reads each spot's bucket, every row, and counts with the fewest shared spots any
-  of its partitions asks: the bucket's other spots and partitions only add candidates, which
-  the count filter and the bounds drop, so the search stays exact.
+  A probe reads each spot's bucket, every row, and counts each partition it covers with that
+  partition's own shared spots over the spots that reach it (``search.partition_counted``);
+  a page found is read only with a spot size of the partitions it was found for. The
+  bucket's other spots only add candidates, which the count filter and the bounds drop, so
+  the search stays exact.
 - A lookup-key row is keyed by the key's top LOOKUP_BITS bits and its chunk of 2**20 ids, and
   holds (key, id) pairs: reading a key reads its bucket's rows and keeps that key's pairs.
 """

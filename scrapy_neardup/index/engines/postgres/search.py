@@ -1,7 +1,8 @@
 """The PostgreSQL index's own search, beneath the ledger: a probe's lookup keys and SpotSigs
-lists (``spot_lists``: little-endian uint32 ids, many postings a row, ``packing``), the exact
-bounds, then every signature of the candidates that pass. The spot order is frozen by
-frequency class once FREEZE_AT pages are admitted, as in SQLite and Redis.
+lists (``spot_lists``: little-endian uint32 ids, many postings a row, ``packing``) counted
+partition by partition, the exact bounds, then every signature of the candidates that pass.
+The spot order is frozen by frequency class once FREEZE_AT pages are admitted, as in SQLite
+and Redis.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from ....signatures.spotsigs import SpotSet
 from ...bounds import BOUND_COLUMNS, may_match
 from ...codecs import SIGNATURE_COLUMNS, blob_spots, sound_fingerprints, sound_spots_blob
 from ...lookup_keys import lookup_keys
-from ...pruning import SpotClasses, Walk, walk
+from ...pruning import SpotClasses, Walk, partition_bounds, walk
 from ...spot_search import MAX_DOC, SpotKeys, counted
 from .engine import ints, lock_key
 from .packing import ROW_IDS, bucket_rows, spot_bucket
@@ -175,9 +176,11 @@ class PostgresSearch:
         self.ready()
         t, execute = self.engine.t, self.engine.execute
         keys = lookup_keys(probe, scope_id, self.config, simhash=self.probe_simhash)
-        ranges, needs = np.zeros((0, 2), dtype=np.int64), []
+        ranges, parts, needs = np.zeros((0, 2), dtype=np.int64), range(0), []
         if self._searched(probe.spots):
-            ranges, _, needs = self.keys.probe(self._walk(probe.spots, scope_id)[0], scope_id, self.classes)
+            ranges, parts, needs = self.keys.probe(
+                self._walk(probe.spots, scope_id)[0], scope_id, self.classes
+            )
         # Its candidate keys, before anything is read: what it reads and what it will post.
         posted = lookup_keys(probe, scope_id, self.config, simhash=self.simhash_keys, raw=True)
         spots = [int(low) >> 12 for low in ranges[:, 0].tolist()]
@@ -189,28 +192,94 @@ class PostgresSearch:
         # spots are there, so a count never falls below the spots shared.
         buckets = [spot_bucket(low) for low in ranges[:, 0].tolist()]
         lists = execute(
-            f"SELECT s.docs FROM unnest(%s::bigint[]) AS r(low) "
+            f"SELECT r.n, s.docs FROM unnest(%s::bigint[]) WITH ORDINALITY AS r(low, n) "
             f"JOIN {t('spot_lists')} s ON s.key BETWEEN r.low AND r.low + 4095",
             [ints(buckets)],
         )
-        found = set().union(*self.engine.lookup_members(looked_up, keys))
-        # Rows keep no partition: the fewest shared spots any partition asks.
-        blobs = [(bytes(blob),) for (blob,) in lists.fetchall()]
-        found.update(counted(blobs, min(needs)) if len(ranges) else ())
-        if not found:
+        looked = set().union(*self.engine.lookup_members(looked_up, keys))
+        spotted: dict[int, tuple[int, int]] = {}  # a page found by its spots: the partitions it may be in
+        if len(ranges):
+            if min(needs) == max(needs):  # most probes: one count for every partition
+                blobs = [(bytes(blob),) for _, blob in lists.fetchall()]
+                spotted = dict.fromkeys(counted(blobs, needs[0]), (parts.start, parts.stop - 1))
+            else:
+                reach = (ranges[:, 1] & 4095).tolist()  # the last partition each probed spot is read in
+                rows = [(reach[n - 1], bytes(blob)) for n, blob in lists.fetchall()]
+                spotted = partition_counted(rows, parts.start, needs)
+        if not looked and not spotted:
             return
-        # Every signature at once (one round trip; a check meets tens of candidates), the exact
-        # bounds (the first columns) before any is decoded.
-        rows = self._rows(SIGNATURE_COLUMNS, sorted(found), scope_id)
+        # Every signature at once (one round trip), the exact bounds (the first columns) before
+        # any is decoded; a page found by its spots alone only with a size the bounds may keep.
+        sizes = {span: self._sizes(*span, probe.spots.size) for span in set(spotted.values())}
+        sized = {doc: sizes[span] for doc, span in spotted.items() if doc not in looked}
+        rows = self._rows(looked, sized, scope_id)
         survivors = {row[0] for row in may_match(probe, [row[:BOUNDS] for row in rows], self.config)}
         yield from sound_fingerprints([row for row in rows if row[0] in survivors], self.engine.path)
 
-    def _rows(self, columns: str, ids: list[int], scope: int) -> list[tuple]:
-        """Rows of these ids that are admitted pages of ``scope``, in id order."""
-        if not ids:
-            return []
+    def _sizes(self, low: int, high: int, size: int) -> tuple[int, int]:
+        """The spot sizes of partitions ``low`` to ``high`` that the bounds may keep beside a
+        probe of ``size`` spots: within the SpotSigs threshold's ratio, or a SimHash match's
+        confirming Jaccard's (a Jaccard never exceeds the sizes' ratio), widened by one."""
+        bounds, config = partition_bounds(self.keys.tau), self.config
+        least = bounds[low] if low else 0
+        most = bounds[high + 1] - 1 if high + 1 < len(bounds) else 2**31 - 1
+        ratio = config.spotsigs_threshold
+        if "simhash" in config.methods:
+            ratio = min(ratio, config.simhash_confirm)
+        if ratio > 0 and not set(config.methods) - {"spotsigs", "simhash", "exact"}:
+            least, most = max(least, int(ratio * size) - 1), min(most, int(size / ratio) + 1)
+        return least, most
+
+    def _rows(self, ids: set[int], sized: dict[int, tuple[int, int]], scope: int) -> list[tuple]:
+        """Signatures of the admitted pages of ``scope`` among ``ids``, and among ``sized``'s
+        ids those with a spot size in their range, in id order."""
+        documents, spans = self.engine.t("documents"), set(sized.values())
+        if len(spans) <= 1:  # one range (most checks): an index scan of the ids
+            low, high = spans.pop() if spans else (0, 0)
+            return self.engine.execute(
+                f"SELECT {SIGNATURE_COLUMNS} FROM {documents} WHERE (id = ANY(%s::bigint[]) OR "
+                "id = ANY(%s::bigint[]) AND spot_size BETWEEN %s AND %s) AND scope = %s "
+                "AND status = 'unique' ORDER BY id",
+                [ints(sorted(ids)), ints(sorted(sized)), low, high, scope],
+            ).fetchall()
+        wanted = sorted({*ids, *sized})
+        each = [sized.get(doc, (-1, -1)) for doc in wanted]  # -1: a page looked up, of any size
         return self.engine.execute(
-            f"SELECT {columns} FROM {self.engine.t('documents')} WHERE id = ANY(%s::bigint[]) AND scope = %s "
-            "AND status = 'unique' ORDER BY id",
-            [ints(ids), scope],
+            f"SELECT {SIGNATURE_COLUMNS} FROM unnest(%s::bigint[], %s::integer[], %s::integer[]) "
+            f"AS c(wanted, low, high) JOIN {documents} d ON d.id = c.wanted "
+            "WHERE d.scope = %s AND d.status = 'unique' "
+            "AND (c.low < 0 OR d.spot_size BETWEEN c.low AND c.high) ORDER BY d.id",
+            [ints(wanted), ints(low for low, _ in each), ints(high for _, high in each), scope],
         ).fetchall()
+
+
+def partition_counted(
+    rows: list[tuple[int, bytes]], start: int, needs: list[int]
+) -> dict[int, tuple[int, int]]:
+    """Documents posted in the rows of enough probed spots for some partition, with the lowest
+    and highest partition they may then be in.
+
+    ``rows`` are (reach, uint32 ids) of the buckets read: a row counts for a document of
+    partitions ``start`` to its probed spot's reach (``pruning.probe_reach``), and partition p
+    asks ``needs[p - start]`` shared spots. The lists mix partitions (``packing``); counted by
+    partition, a large page's probe asks a large page for the spots its own partition is
+    posted for, not for the fewest any partition asks.
+    """
+    cut = [blob[: len(blob) - len(blob) % 4] for _, blob in rows]  # a damaged row: its whole ids
+    ids = np.frombuffer(b"".join(cut), dtype="<u4").astype(np.uint64)
+    reach = np.repeat(np.array([r for r, _ in rows], dtype=np.uint64), [len(blob) // 4 for blob in cut])
+    # One sort of (id, reach); then only the ids posted as often as the fewest any partition asks.
+    pairs = np.sort(ids << np.uint64(12) | reach & np.uint64(4095))
+    ids, reach = pairs >> np.uint64(12), (pairs & np.uint64(4095)).astype(np.int64)
+    starts = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))
+    counts = np.diff(np.append(starts, len(ids)))
+    often = np.repeat(counts >= min(needs), counts)
+    ids, reach = ids[often], reach[often]
+    found: dict[int, tuple[int, int]] = {}
+    for part, need in enumerate(needs, start):
+        kept, step = ids[reach >= part], max(need, 1) - 1
+        if len(kept) <= step:
+            continue
+        for doc in np.unique(kept[step:][kept[step:] == kept[: len(kept) - step]]).tolist():
+            found[doc] = (found.get(doc, (part, part))[0], part)
+    return found
