@@ -56,5 +56,18 @@ def may_match(probe: Fingerprint, rows: list[tuple], config: DedupConfig) -> lis
     return sorted(sure + maybe)
 
 
+def kept_spot_sizes(size: int, config: DedupConfig) -> tuple[int, int]:
+    """The stored spot sizes ``may_match`` may keep beside a probe of ``size`` spots, widened by
+    one: within the SpotSigs threshold's ratio, or a SimHash match's confirming Jaccard's (a
+    Jaccard never exceeds the sizes' ratio); any size with another method configured or SimHash
+    trusted alone. Sizes are 32-bit integers in the indexes that filter on them."""
+    methods, ratio = set(config.methods), config.spotsigs_threshold
+    if "simhash" in methods:
+        ratio = min(ratio, config.simhash_confirm)
+    if ratio <= 0 or methods - {"spotsigs", "simhash", "exact"}:
+        return 0, 2**31 - 1
+    return max(int(ratio * size) - 1, 0), min(int(size / ratio) + 1, 2**31 - 1)
+
+
 def _of(value: object, kind: type) -> bool:
     return value is None or type(value) is kind

@@ -16,7 +16,7 @@ from ....config import DedupConfig
 from ....exceptions import IndexFileError
 from ....methods import Fingerprint
 from ....signatures.spotsigs import SpotSet
-from ...bounds import BOUND_COLUMNS, may_match
+from ...bounds import BOUND_COLUMNS, kept_spot_sizes, may_match
 from ...codecs import SIGNATURE_COLUMNS, blob_spots, sound_fingerprints, sound_spots_blob
 from ...lookup_keys import lookup_keys
 from ...pruning import SpotClasses, Walk, partition_bounds, walk
@@ -218,16 +218,12 @@ class PostgresSearch:
 
     def _sizes(self, low: int, high: int, size: int) -> tuple[int, int]:
         """The spot sizes of partitions ``low`` to ``high`` that the bounds may keep beside a
-        probe of ``size`` spots: within the SpotSigs threshold's ratio, or a SimHash match's
-        confirming Jaccard's (a Jaccard never exceeds the sizes' ratio), widened by one."""
-        bounds, config = partition_bounds(self.keys.tau), self.config
-        least = bounds[low] if low else 0
-        most = bounds[high + 1] - 1 if high + 1 < len(bounds) else 2**31 - 1
-        ratio = config.spotsigs_threshold
-        if "simhash" in config.methods:
-            ratio = min(ratio, config.simhash_confirm)
-        if ratio > 0 and not set(config.methods) - {"spotsigs", "simhash", "exact"}:
-            least, most = max(least, int(ratio * size) - 1), min(most, int(size / ratio) + 1)
+        probe of ``size`` spots (``bounds.kept_spot_sizes``)."""
+        bounds, (least, most) = partition_bounds(self.keys.tau), kept_spot_sizes(size, self.config)
+        if low:
+            least = max(least, bounds[low])
+        if high + 1 < len(bounds):
+            most = min(most, bounds[high + 1] - 1)
         return least, most
 
     def _rows(self, ids: set[int], sized: dict[int, tuple[int, int]], scope: int) -> list[tuple]:
