@@ -226,12 +226,48 @@ def test_crawlers_starting_at_once_on_a_new_index_make_it_once(postgres_url):
         index.remove()
 
 
-def test_the_index_sessions_never_compile_a_query(postgres_url):
-    """JIT off (index._connect): past a million list rows the planner compiled every bucket read."""
+def test_the_index_sessions_never_compile_a_query_nor_plan_one_twice(postgres_url):
+    """JIT off (index._connect): past a million list rows the planner compiled every bucket read;
+    generic plans: a check's prepared statements were planned again at each run."""
     index = PostgresIndex(postgres_url, CONFIG, prefix=f"jit_{uuid.uuid4().hex}")
-    assert index.engine.execute("SHOW jit").fetchone()[0] == "off"
-    index.engine._reconnect()  # a connection made again after the server was lost
-    assert index.engine.execute("SHOW jit").fetchone()[0] == "off"
+    for _ in range(2):
+        assert index.engine.execute("SHOW jit").fetchone()[0] == "off"
+        assert index.engine.execute("SHOW plan_cache_mode").fetchone()[0] == "force_generic_plan"
+        index.engine._reconnect()  # a connection made again after the server was lost
+    index.remove()
+
+
+def test_writes_wait_for_a_read_or_the_commit_and_a_rolled_back_savepoint_takes_its_own(postgres_url):
+    """A transaction's writes are kept and sent as one statement (``PostgresEngine.later``): a read
+    sees them, a savepoint rolled back takes only the writes made inside it, and two lookup keys
+    of one row in one transaction are both kept."""
+    index = PostgresIndex(postgres_url, CONFIG, prefix=f"later_{uuid.uuid4().hex}")
+    engine, sent = index.engine, []
+    execute = engine.db.execute
+    engine.db.execute = lambda query, *args, **kwargs: (
+        sent.append(str(query)) or execute(query, *args, **kwargs)
+    )
+    first, second = 5 << 46, (5 << 46) + 1  # one lookup row: the same top bits, the same id chunk
+    with engine.transaction():
+        engine.put("doc", 1, {"url": "https://a.example/1", "status": "unique"})
+        engine.put("doc", 2, {"url": "https://a.example/2", "status": "unique"})
+        engine.add("lk", first, 1)
+        engine.add("lk", second, 1)
+        held = len(sent)
+        assert engine.get("doc", [1], ["url"])[0]["url"] == "https://a.example/1"
+        assert len(sent) == held + 2  # the four writes in one statement, then the read
+        engine.put("doc", 3, {"url": "https://a.example/3"})
+        with pytest.raises(LookupError), engine.transaction():
+            engine.put("doc", 4, {"url": "https://a.example/4"})
+            engine.put("doc", 3, {"url": "https://a.example/3b"})
+            raise LookupError("the savepoint's work fails")
+    assert [doc and doc["url"] for doc in engine.get("doc", [1, 2, 3, 4], ["url"])] == [
+        "https://a.example/1",
+        "https://a.example/2",
+        "https://a.example/3",
+        None,
+    ]
+    assert engine.members("lk", [first, second]) == [{1}, {1}]
     index.remove()
 
 

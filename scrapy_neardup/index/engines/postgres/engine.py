@@ -61,7 +61,9 @@ class PostgresEngine:
         self.schema, self.path, self.name = schema, path, path
         self._depth = 0
         self.search: Any = None  # the index's search (``search.PostgresSearch``), set by the index
-        self._next_doc: Any = None  # a check's document id, asked for with its reads (``ask_doc_id``)
+        self._next_doc: Any = None  # a check's document id, asked for with its locks (``lock``)
+        self._writes: dict[Hashable, tuple[str, list[Any]]] = {}  # a transaction's writes (``later``)
+        self._lookups: dict[int, bytes] = {}  # lookup entries to append, by row
 
     def t(self, table: str) -> str:
         return f"{self.schema}.{table}"
@@ -69,24 +71,52 @@ class PostgresEngine:
     def execute(self, query: str, args: Sequence[Any] = ()) -> Any:
         if self._depth == 0 and (self.db.closed or self.db.broken):
             self._reconnect()
+        if self._writes or self._lookups:
+            self.flush()
         return self.db.execute(query, args, prepare=True)
 
-    def lock(self, keys: list[int], shared: bool = False) -> None:
+    def later(self, slot: Hashable, query: str, args: list[Any]) -> None:
+        """A write whose answer nobody waits for: inside a transaction, kept and sent with the
+        others as one statement before the next read or the commit (a statement costs the client
+        and the server each about as much as the work of most). ``slot`` names what it writes: a
+        second write to the same slot sends the first before it."""
+        if not self._depth:
+            self.execute(query, args)
+            return
+        if slot in self._writes:
+            self.flush()
+        self._writes[slot] = (query, args)
+
+    def flush(self) -> None:
+        """Send the kept writes, as one statement (each a data-modifying WITH of the last; none
+        writes a row another writes)."""
+        writes, self._writes = list(self._writes.values()), {}
+        if self._lookups:
+            rows, self._lookups = self._lookups, {}
+            writes.append((
+                f"INSERT INTO {self.t('lookup_keys')} AS l SELECT * FROM unnest(%s::bigint[], %s::bytea[]) "
+                "ON CONFLICT (key) DO UPDATE SET docs = l.docs || EXCLUDED.docs",
+                [ints(rows), list(rows.values())],
+            ))  # fmt: skip
+        if writes:
+            *first, (last, args) = writes
+            query = "".join(f"{'WITH' if n == 0 else ','} w{n} AS ({q}) " for n, (q, _) in enumerate(first))
+            self.execute(query + last, [a for _, write_args in first for a in write_args] + args)
+
+    def lock(self, keys: list[int], shared: bool = False, doc_id: bool = False) -> None:
         """Advisory locks on these keys until the transaction ends, taken in sorted order. Sent,
         not waited for: the server runs what is sent after it once it holds them (one round trip
-        for the locks and the reads they guard)."""
-        if keys:
-            self.execute(
-                f"SELECT pg_advisory_xact_lock{'_shared' if shared else ''}(k) "
-                "FROM unnest(%s::bigint[]) AS k ORDER BY k",
-                [ints(sorted(set(keys)))],
+        for the locks and the reads they guard). ``doc_id``: a check begins, and its page's id is
+        asked for with its locks (``new_id`` takes the answer; a page not recorded leaves a gap)."""
+        function = f"pg_advisory_xact_lock{'_shared' if shared else ''}"
+        locks = f"SELECT {function}(k) FROM (SELECT k FROM unnest(%s::bigint[]) AS k ORDER BY k) AS k"
+        if doc_id and self._depth and self._next_doc is None:
+            self._next_doc = self.execute(
+                f"SELECT nextval(%s::regclass), (SELECT count(*) FROM ({locks}) AS locked)",
+                [self.t("doc_ids"), ints(sorted(set(keys)))],
             )
-
-    def ask_doc_id(self) -> None:
-        """A check begins: its page's id is asked for with its reads (``new_id`` takes the answer;
-        a page not recorded leaves a gap in the ids)."""
-        if self._depth and self._next_doc is None:
-            self._next_doc = self.execute("SELECT nextval(%s::regclass)", [self.t("doc_ids")])
+        elif keys:
+            self.execute(locks, [ints(sorted(set(keys)))])
 
     def _reconnect(self) -> None:
         """A server lost and back: a new connection (a failure is a storage error: the page passes)."""
@@ -99,14 +129,18 @@ class PostgresEngine:
         """READ COMMITTED, or a savepoint inside one; a deadlock with another process is ``Conflict``."""
         if self._depth == 0 and (self.db.closed or self.db.broken):
             self._reconnect()
+        if self._depth:
+            self.flush()  # a savepoint's writes are sent inside it, and go if it is rolled back
         self._depth += 1
         try:
             with self._outermost() if self._depth == 1 else self.db.transaction():
                 yield
+                self.flush()
         except conflicts() as exc:
             raise Conflict(str(exc)) from None
         finally:
             self._depth -= 1
+            self._writes, self._lookups = {}, {}  # sent, or rolled back with what failed
             if self._depth == 0:
                 self._next_doc = None
 
@@ -145,7 +179,8 @@ class PostgresEngine:
         table, column = self.t(TABLES[kind]), ID.get(kind, "id")
         names = list(fields)
         updates = ", ".join(f"{name} = EXCLUDED.{name}" for name in names) or f"{column} = EXCLUDED.{column}"
-        self.execute(
+        self.later(
+            (kind, doc),
             f"INSERT INTO {table} ({', '.join([column, *names])}) VALUES (%s{', %s' * len(names)}) "
             f"ON CONFLICT ({column}) DO UPDATE SET {updates}",
             [doc, *map(_storable, fields.values())],
@@ -184,11 +219,10 @@ class PostgresEngine:
 
     def add(self, name: str, key: Hashable, doc: int) -> None:
         if name == "lk":
-            self.execute(
-                f"INSERT INTO {self.t('lookup_keys')} AS l VALUES (%s, %s) "
-                "ON CONFLICT (key) DO UPDATE SET docs = l.docs || EXCLUDED.docs",
-                [lookup_row(key, doc), lookup_entry(key, doc)],
-            )
+            row = lookup_row(key, doc)
+            self._lookups[row] = self._lookups.get(row, b"") + lookup_entry(key, doc)
+            if not self._depth:
+                self.flush()
         elif name not in DERIVED:
             self.execute(
                 f"INSERT INTO {self.t('sets')} VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
@@ -214,7 +248,8 @@ class PostgresEngine:
                 self.lock([lock_key(name, _key(key)) for key in keys])
             return [{row[0] for row in self.execute(query, arg)} for arg in args]
         if name == "lk":
-            return self.lookup_members(self.send_lookup(keys), keys)
+            query, args = self.lookup_read(keys)
+            return self.lookup_members([blob for (blob,) in self.execute(query, args)], keys)
         found: dict[Any, set[int]] = {}
         wanted = [_key(key) for key in keys]
         rows = self.execute(
@@ -226,19 +261,18 @@ class PostgresEngine:
 
     # --- lookup keys, packed (``packing``) ------------------------------------------------------
 
-    def send_lookup(self, keys: Sequence[Any]) -> Any:
-        """Ask for the rows that may hold ``keys`` (read with ``lookup_members``: in a pipeline,
-        with whatever is asked next)."""
+    def lookup_read(self, keys: Sequence[Any]) -> tuple[str, list[Any]]:
+        """The query for the rows that may hold ``keys`` (their ``docs``, for ``lookup_members``)."""
         lows = [lookup_bucket(key) for key in keys]
-        return self.execute(
+        return (
             f"SELECT l.docs FROM unnest(%s::bigint[]) AS r(low) "
             f"JOIN {self.t('lookup_keys')} l ON l.key BETWEEN r.low AND r.low + 4095",
             [ints(lows)],
         )
 
     @staticmethod
-    def lookup_members(cursor: Any, keys: Sequence[Any]) -> list[set[int]]:
-        entries = lookup_entries(bytes(blob) for (blob,) in cursor.fetchall())
+    def lookup_members(blobs: Iterable[Any], keys: Sequence[Any]) -> list[set[int]]:
+        entries = lookup_entries(bytes(blob) for blob in blobs)
         found: dict[int, set[int]] = {}
         for key, doc in zip(entries["key"].tolist(), entries["doc"].tolist(), strict=True):
             found.setdefault(key, set()).add(doc)

@@ -19,6 +19,7 @@ SpotSigs lists hold one page) made the lists 2,500 bytes a page.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -29,9 +30,9 @@ _LOW = 4095  # a row key's low 12 bits: a bucket's row number, a lookup row's ch
 LOOKUP_ENTRY = np.dtype([("key", "<i8"), ("doc", "<u4")])
 
 
-def spot_bucket(key: int) -> int:
+def spot_bucket(key: Any) -> Any:
     """The first row key of the bucket of a SpotSigs posting or probe ``key`` (its rows are
-    this key to this key + 4095)."""
+    this key to this key + 4095); of each key of an int64 array."""
     return key >> 24 << 12
 
 

@@ -144,12 +144,17 @@ class PostgresSearch:
         # possible row takes what comes after).
         table = self.engine.t("spot_lists")
         last = f"SELECT key, docs FROM {table} WHERE key BETWEEN b AND b + 4095 ORDER BY key DESC LIMIT 1"
-        self.engine.execute(
+        self.engine.later(
+            "spot_lists",
             f"INSERT INTO {table} AS s SELECT "
             "COALESCE(last.key + (octet_length(last.docs) >= %s AND last.key < b + 4095)::int, b), %s "
             f"FROM unnest(%s::bigint[]) AS b LEFT JOIN LATERAL ({last}) AS last ON TRUE "
             "ON CONFLICT (key) DO UPDATE SET docs = s.docs || EXCLUDED.docs",
-            [ROW_IDS * 4, doc_id.to_bytes(4, "little"), ints(sorted({spot_bucket(key) for key in keys}))],
+            [
+                ROW_IDS * 4,
+                doc_id.to_bytes(4, "little"),
+                ints(np.unique(spot_bucket(np.array(keys, dtype=np.int64))).tolist()),
+            ],
         )
 
     def unpost(self, doc_id: int, fp: Fingerprint, scope_id: int) -> None:
@@ -183,29 +188,31 @@ class PostgresSearch:
             )
         # Its candidate keys, before anything is read: what it reads and what it will post.
         posted = lookup_keys(probe, scope_id, self.config, simhash=self.simhash_keys, raw=True)
-        spots = [int(low) >> 12 for low in ranges[:, 0].tolist()]
+        spots = (ranges[:, 0] >> 12).tolist()
         spots += [key >> 12 for key in self._posting_keys(probe.spots, scope_id)]
-        self.engine.lock([*keys, *posted, *spots])
-        self.engine.ask_doc_id()
-        looked_up = self.engine.send_lookup(keys)
-        # A bucket read once for each probed spot in it: a page posts it once however many of its
-        # spots are there, so a count never falls below the spots shared.
-        buckets = [spot_bucket(low) for low in ranges[:, 0].tolist()]
-        lists = execute(
-            f"SELECT r.n, s.docs FROM unnest(%s::bigint[]) WITH ORDINALITY AS r(low, n) "
+        self.engine.lock([*keys, *posted, *spots], doc_id=True)
+        # The lookup keys' rows (numbered 0) and the probed spots' buckets, numbered in the probe's
+        # order, in one read. A bucket read once for each probed spot in it: a page posts it once
+        # however many of its spots are there, so a count never falls below the spots shared.
+        lookup, args = self.engine.lookup_read(keys)
+        buckets = spot_bucket(ranges[:, 0]).tolist()
+        read = execute(
+            f"SELECT 0::bigint, docs FROM ({lookup}) AS l UNION ALL SELECT r.n, s.docs "
+            f"FROM unnest(%s::bigint[]) WITH ORDINALITY AS r(low, n) "
             f"JOIN {t('spot_lists')} s ON s.key BETWEEN r.low AND r.low + 4095",
-            [ints(buckets)],
-        )
-        looked = set().union(*self.engine.lookup_members(looked_up, keys))
+            [*args, ints(buckets)],
+        ).fetchall()
+        looked = set().union(*self.engine.lookup_members([blob for n, blob in read if not n], keys))
+        lists = [(n, bytes(blob)) for n, blob in read if n]
         spotted: dict[int, tuple[int, int]] = {}  # a page found by its spots: the partitions it may be in
         if len(ranges):
             if min(needs) == max(needs):  # most probes: one count for every partition
-                blobs = [(bytes(blob),) for _, blob in lists.fetchall()]
-                spotted = dict.fromkeys(counted(blobs, needs[0]), (parts.start, parts.stop - 1))
+                spotted = dict.fromkeys(
+                    counted([(blob,) for _, blob in lists], needs[0]), (parts.start, parts.stop - 1)
+                )
             else:
                 reach = (ranges[:, 1] & 4095).tolist()  # the last partition each probed spot is read in
-                rows = [(reach[n - 1], bytes(blob)) for n, blob in lists.fetchall()]
-                spotted = partition_counted(rows, parts.start, needs)
+                spotted = partition_counted([(reach[n - 1], blob) for n, blob in lists], parts.start, needs)
         if not looked and not spotted:
             return
         # Every signature at once (one round trip), the exact bounds (the first columns) before
