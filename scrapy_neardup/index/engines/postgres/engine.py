@@ -73,7 +73,7 @@ class PostgresEngine:
             self._reconnect()
         if self._writes or self._lookups:
             self.flush()
-        return self.db.execute(query, args, prepare=True)
+        return self.db.execute(query, args, prepare=True, binary=True)  # bytea as bytes, not hex
 
     def later(self, slot: Hashable, query: str, args: list[Any]) -> None:
         """A write whose answer nobody waits for: inside a transaction, kept and sent with the
