@@ -237,6 +237,24 @@ def test_the_index_sessions_never_compile_a_query_nor_plan_one_twice(postgres_ur
     index.remove()
 
 
+def test_the_locks_asked_with_the_page_s_id_are_held_until_the_commit(postgres_url):
+    """``lock(doc_id=True)`` takes every key's advisory lock (not optimised away beside the id)."""
+    index = PostgresIndex(postgres_url, CONFIG, prefix=f"locks_{uuid.uuid4().hex}")
+    engine, keys = index.engine, [-(2**63), -5, 7, 2**40 + 3]
+    query = (
+        "SELECT (classid::bigint << 32) | objid::bigint FROM pg_locks "
+        "WHERE locktype = 'advisory' AND pid = %s"
+    )
+    with psycopg.connect(postgres_url, autocommit=True) as watcher:
+        with engine.transaction():
+            engine.lock([*keys, 7], doc_id=True)
+            assert engine.new_id("doc") >= 1
+            held = {row[0] for row in watcher.execute(query, [engine.db.info.backend_pid])}
+        left = watcher.execute(query, [engine.db.info.backend_pid]).fetchall()
+    assert held == set(keys) and not left
+    index.remove()
+
+
 def test_writes_wait_for_a_read_or_the_commit_and_a_rolled_back_savepoint_takes_its_own(postgres_url):
     """A transaction's writes are kept and sent as one statement (``PostgresEngine.later``): a read
     sees them, a savepoint rolled back takes only the writes made inside it, and two lookup keys
