@@ -273,7 +273,7 @@ def test_writes_wait_for_a_read_or_the_commit_and_a_rolled_back_savepoint_takes_
         engine.add("lk", second, 1)
         held = len(sent)
         assert engine.get("doc", [1], ["url"])[0]["url"] == "https://a.example/1"
-        assert len(sent) == held + 2  # the four writes in one statement, then the read
+        assert len(sent) == held + 2  # the writes kept since in one statement, then the read
         engine.put("doc", 3, {"url": "https://a.example/3"})
         with pytest.raises(LookupError), engine.transaction():
             engine.put("doc", 4, {"url": "https://a.example/4"})

@@ -63,7 +63,6 @@ class PostgresEngine:
         self.search: Any = None  # the index's search (``search.PostgresSearch``), set by the index
         self._next_doc: Any = None  # a check's document id, asked for with its locks (``lock``)
         self._writes: dict[Hashable, tuple[str, list[Any]]] = {}  # a transaction's writes (``later``)
-        self._lookups: dict[int, bytes] = {}  # lookup entries to append, by row
 
     def t(self, table: str) -> str:
         return f"{self.schema}.{table}"
@@ -71,7 +70,7 @@ class PostgresEngine:
     def execute(self, query: str, args: Sequence[Any] = ()) -> Any:
         if self._depth == 0 and (self.db.closed or self.db.broken):
             self._reconnect()
-        if self._writes or self._lookups:
+        if self._writes:
             self.flush()
         return self.db.execute(query, args, prepare=True, binary=True)  # bytea as bytes, not hex
 
@@ -91,13 +90,6 @@ class PostgresEngine:
         """Send the kept writes, as one statement (each a data-modifying WITH of the last; none
         writes a row another writes)."""
         writes, self._writes = list(self._writes.values()), {}
-        if self._lookups:
-            rows, self._lookups = self._lookups, {}
-            writes.append((
-                f"INSERT INTO {self.t('lookup_keys')} AS l SELECT * FROM unnest(%s::bigint[], %s::bytea[]) "
-                "ON CONFLICT (key) DO UPDATE SET docs = l.docs || EXCLUDED.docs",
-                [ints(rows), list(rows.values())],
-            ))  # fmt: skip
         if writes:
             *first, (last, args) = writes
             query = "".join(f"{'WITH' if n == 0 else ','} w{n} AS ({q}) " for n, (q, _) in enumerate(first))
@@ -140,7 +132,7 @@ class PostgresEngine:
             raise Conflict(str(exc)) from None
         finally:
             self._depth -= 1
-            self._writes, self._lookups = {}, {}  # sent, or rolled back with what failed
+            self._writes = {}  # sent, or rolled back with what failed
             if self._depth == 0:
                 self._next_doc = None
 
@@ -220,9 +212,12 @@ class PostgresEngine:
     def add(self, name: str, key: Hashable, doc: int) -> None:
         if name == "lk":
             row = lookup_row(key, doc)
-            self._lookups[row] = self._lookups.get(row, b"") + lookup_entry(key, doc)
-            if not self._depth:
-                self.flush()
+            self.later(
+                ("lk", row),
+                f"INSERT INTO {self.t('lookup_keys')} AS l VALUES (%s, %s) "
+                "ON CONFLICT (key) DO UPDATE SET docs = l.docs || EXCLUDED.docs",
+                [row, lookup_entry(key, doc)],
+            )
         elif name not in DERIVED:
             self.execute(
                 f"INSERT INTO {self.t('sets')} VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
