@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -113,13 +114,17 @@ def compare_with_previous(items: list[dict[str, Any]]) -> str | None:
     return f"Items differ from the previous run: {len(gone)} missing {gone[:5]}, {len(new)} new {new[:5]}."
 
 
-def crawl_command(start_url: str, settings: dict[str, str], feed: Path, spider_args: tuple = ()) -> list[str]:
-    """``scrapy crawl news`` with these settings (``-s``), writing ``feed`` (JSON lines)."""
+def crawl_command(start_url: str, settings: dict[str, str], spider_args: tuple = ()) -> list[str]:
+    """``scrapy crawl news`` with these settings (``-s``); its items go where ``feed_env`` says."""
     command = [sys.executable, "-m", "scrapy", "crawl", "news", "-a", f"start_url={start_url}", *spider_args]
-    command += ["-O", f"{feed}:jsonlines"]
     for key, value in settings.items():
         command += ["-s", f"{key}={value}"]
     return command
+
+
+def feed_env(feed: Path) -> dict[str, str]:
+    """The environment of a crawl writing its items to ``feed`` (JSON lines) instead of items.jsonl."""
+    return {**os.environ, "NEWSDEMO_FEED": str(feed.resolve())}
 
 
 def crawl(start_url: str, extra: list[str]) -> tuple[int, float]:

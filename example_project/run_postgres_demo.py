@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from run_demo import HERE, OUTPUT, SITE, crawl_command, serve, site_path
+from run_demo import HERE, OUTPUT, SITE, crawl_command, feed_env, serve, site_path
 
 sys.path.insert(0, str(HERE.parent / "tests"))
 
@@ -36,7 +36,8 @@ def crawl(name: str, start_url: str, index: str) -> subprocess.Popen:
         "STATS_FILE": str(OUTPUT / f"postgres-{name}-stats.json"),
     }  # fmt: skip
     print(f"$ scrapy crawl news -a start_url={start_url} -s NEARDUP_INDEX={index}")
-    return subprocess.Popen(crawl_command(start_url, settings, OUTPUT / f"postgres-{name}.jsonl"), cwd=HERE)
+    feed = feed_env(OUTPUT / f"postgres-{name}.jsonl")
+    return subprocess.Popen(crawl_command(start_url, settings), cwd=HERE, env=feed)
 
 
 def main() -> int:

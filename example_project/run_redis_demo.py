@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from run_demo import HERE, OUTPUT, SITE, check_truth, crawl_command, serve, site_path
+from run_demo import HERE, OUTPUT, SITE, check_truth, crawl_command, feed_env, serve, site_path
 
 CRAWLS = ("first", "second")
 
@@ -63,9 +63,9 @@ def crawl(name: str, start_url: str, redis_url: str) -> subprocess.Popen:
         "STATS_FILE": str(OUTPUT / f"redis-{name}-stats.json"),
     }  # fmt: skip
     seed = ("-a", "seed=0") if name != "first" else ()  # takes requests from the queue the first seeds
-    command = crawl_command(start_url, settings, OUTPUT / f"redis-{name}.jsonl", seed)
+    command = crawl_command(start_url, settings, seed)
     print(f"$ scrapy crawl news ({name}) with NEARDUP_INDEX={redis_url} and scrapy-redis's scheduler")
-    return subprocess.Popen(command, cwd=HERE)
+    return subprocess.Popen(command, cwd=HERE, env=feed_env(OUTPUT / f"redis-{name}.jsonl"))
 
 
 def main() -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 BOT_NAME = "newsdemo"
@@ -18,8 +19,14 @@ NEARDUP_INDEX = str(OUTPUT_DIR / "neardup.db")  # the index: every page seen, wi
 NEARDUP_REPORT = str(OUTPUT_DIR / "report.html")  # written when the spider closes
 NEARDUP_ITEM_FIELD = "html"  # the item field the pipeline checks (see newsdemo.items.PageItem)
 
+# The items; a demo of several crawlers gives each its own file (NEWSDEMO_FEED, a full path):
+# a feed given with -O would be written beside this one, not instead of it.
 FEEDS = {
-    (OUTPUT_DIR / "items.jsonl").as_uri(): {"format": "jsonlines", "encoding": "utf8", "overwrite": True},
+    Path(os.environ.get("NEWSDEMO_FEED", OUTPUT_DIR / "items.jsonl")).as_uri(): {
+        "format": "jsonlines",
+        "encoding": "utf8",
+        "overwrite": True,
+    },
 }
 EXTENSIONS = {"newsdemo.extensions.StatsFile": 500}
 STATS_FILE = str(OUTPUT_DIR / "stats.json")
