@@ -482,6 +482,19 @@ def _spot_verdicts(index, config: DedupConfig, spot_sets: list[SpotSet]) -> list
     return [verdict.duplicate_of for verdict in found]
 
 
+@given(st.lists(st.integers(0, 40), max_size=300), st.integers(0, 6), st.sampled_from([None, 1, 2, 5, 12]))
+def test_a_hashed_count_keeps_every_id_that_occurs_often_enough(ids, need, bits):
+    """Ids sharing a slot of the count's table only add to its count: every id that occurs
+    ``need`` times is kept with each of its occurrences, at any table size (one or two bits: all
+    ids collide), and the count of lists finds exactly those."""
+    array = np.array(ids, dtype="<u4")
+    often = sorted(i for i, n in collections.Counter(ids).items() if n >= need)
+    kept = array[spot_search.may_be_often(array, need, bits)].tolist()
+    assert all(kept.count(i) == ids.count(i) for i in often)
+    rows = [(array[k : k + 7].tobytes(),) for k in range(0, len(array), 7)]
+    assert spot_search.counted(rows, need) == often
+
+
 def test_count_filter_cuts_chance_candidates():
     """Pages sharing one rare spot by chance are not read; a copy sharing many is."""
     spots = _spot_set({k: 1 for k in range(100)})

@@ -127,17 +127,33 @@ def counted(lists: list[tuple], need: int) -> list[int]:
     """The documents posted at least ``need`` times in rows ending in a posting list."""
     if not lists:
         return []
-    # Sorted, a document is posted ``need`` times where an id equals the one ``need - 1`` on
-    # (cheaper than counting every id with ``np.unique``; a check meets thousands).
     try:
         joined = b"".join(row[-1] for row in lists)
     except TypeError:  # a damaged list (a file edited by hand): the others still count
         joined = b"".join(row[-1] for row in lists if isinstance(row[-1], bytes))
-    ids = np.sort(np.frombuffer(joined[: len(joined) - len(joined) % 4], dtype="<u4"))
+    ids = np.frombuffer(joined[: len(joined) - len(joined) % 4], dtype="<u4")
+    # Sorted, a document is posted ``need`` times where an id equals the one ``need - 1`` on.
+    ids = np.sort(ids[may_be_often(ids, need)])
     step = max(need, 1) - 1
     if len(ids) <= step:
         return []
     return np.unique(ids[step:][ids[step:] == ids[: len(ids) - step]]).tolist()
+
+
+def may_be_often(ids: np.ndarray, need: int, bits: int | None = None) -> np.ndarray:
+    """Which of ``ids`` (uint32) may occur ``need`` times or more: every one that does, and a few
+    that do not (a superset, for an exact count of the few).
+
+    Counted in a hash table of ``2**bits`` slots, by default about four for each id: ids that
+    share a slot only add to its count, so none is missed. A check meets thousands of ids and
+    few occur often; sorting them all was most of a count (at 10**6 pages 15,000 ids a check at
+    the median, 0.35 ms to sort, against 0.13 ms to count them in the table and sort what is left).
+    """
+    if need <= 1:
+        return np.ones(len(ids), dtype=bool)
+    bits = bits if bits is not None else min(max(len(ids).bit_length() + 2, 10), 22)
+    slots = (ids.astype(np.uint32) * np.uint32(0x9E3779B1)) >> np.uint32(32 - bits)  # Fibonacci hashing
+    return np.bincount(slots, minlength=1 << bits)[slots] >= need
 
 
 def shared(lists: list[tuple], parts: range, needs: list[int]) -> list[int]:

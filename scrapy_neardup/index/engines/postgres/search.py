@@ -20,7 +20,7 @@ from ...bounds import BOUND_COLUMNS, kept_spot_sizes, may_match
 from ...codecs import SIGNATURE_COLUMNS, blob_spots, sound_fingerprints, sound_spots_blob
 from ...lookup_keys import lookup_keys
 from ...pruning import SpotClasses, Walk, partition_bounds, walk
-from ...spot_search import MAX_DOC, SpotKeys, counted
+from ...spot_search import MAX_DOC, SpotKeys, counted, may_be_often
 from .engine import ints, lock_key
 from .packing import ROW_IDS, bucket_rows, spot_bucket
 
@@ -269,10 +269,12 @@ def partition_counted(
     posted for, not for the fewest any partition asks.
     """
     cut = [blob[: len(blob) - len(blob) % 4] for _, blob in rows]  # a damaged row: its whole ids
-    ids = np.frombuffer(b"".join(cut), dtype="<u4").astype(np.uint64)
+    ids = np.frombuffer(b"".join(cut), dtype="<u4")
     reach = np.repeat(np.array([r for r, _ in rows], dtype=np.uint64), [len(blob) // 4 for blob in cut])
-    # One sort of (id, reach); then only the ids posted as often as the fewest any partition asks.
-    pairs = np.sort(ids << np.uint64(12) | reach & np.uint64(4095))
+    # Only the ids that may be posted as often as the fewest any partition asks, in one sort of
+    # (id, reach); then only those that are.
+    kept = may_be_often(ids, min(needs))
+    pairs = np.sort(ids[kept].astype(np.uint64) << np.uint64(12) | reach[kept] & np.uint64(4095))
     ids, reach = pairs >> np.uint64(12), (pairs & np.uint64(4095)).astype(np.int64)
     starts = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))
     counts = np.diff(np.append(starts, len(ids)))
