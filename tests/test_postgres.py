@@ -261,10 +261,8 @@ def test_writes_wait_for_a_read_or_the_commit_and_a_rolled_back_savepoint_takes_
     of one row in one transaction are both kept."""
     index = PostgresIndex(postgres_url, CONFIG, prefix=f"later_{uuid.uuid4().hex}")
     engine, sent = index.engine, []
-    execute = engine.db.execute
-    engine.db.execute = lambda query, *args, **kwargs: (
-        sent.append(str(query)) or execute(query, *args, **kwargs)
-    )
+    send = engine.pipeline.send
+    engine.pipeline.send = lambda query, *args: sent.append(query) or send(query, *args)
     first, second = 5 << 46, (5 << 46) + 1  # one lookup row: the same top bits, the same id chunk
     with engine.transaction():
         engine.put("doc", 1, {"url": "https://a.example/1", "status": "unique"})

@@ -16,13 +16,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import logging
 import re
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from typing import Any
 
 from ...base import Conflict
 from .packing import lookup_bucket, lookup_entries, lookup_entry, lookup_row
+from .pipeline import Pipeline, Rows
 from .tables import DERIVED, ID, ORDERS, TABLES
 
 try:
@@ -34,15 +34,6 @@ except ImportError:  # pragma: no cover - without the extra, PostgresIndex refus
 _INTEGER = re.compile(r"-?[0-9]{1,19}")
 
 
-class _RaisedAlready(logging.Filter):
-    """psycopg warns that ending a pipeline failed when an error already leaves it: that error is
-    ours, raised and handled (a conflict: the page is judged again), so the warning is noise."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("error ignored terminating")
-
-
-logging.getLogger("psycopg").addFilter(_RaisedAlready())
 FIRST_WINS = ("scopes",)  # maps whose values, once set, no process changes
 WAITED = ("url", "src")  # sets read inside a check under a lock on the key: another process may fill them
 
@@ -58,6 +49,7 @@ class PostgresEngine:
 
     def __init__(self, connect: Callable[[], Any], schema: str, path: str) -> None:
         self.connect, self.db = connect, connect()
+        self.pipeline = Pipeline(self.db.pgconn, self.db.info.encoding)
         self.schema, self.path, self.name = schema, path, path
         self._depth = 0
         self.search: Any = None  # the index's search (``search.PostgresSearch``), set by the index
@@ -67,12 +59,17 @@ class PostgresEngine:
     def t(self, table: str) -> str:
         return f"{self.schema}.{table}"
 
-    def execute(self, query: str, args: Sequence[Any] = ()) -> Any:
-        if self._depth == 0 and (self.db.closed or self.db.broken):
+    def execute(self, query: str, args: Sequence[Any] = ()) -> Rows:
+        """Send a statement; inside a transaction its rows are read when asked for, outside one
+        it is answered (and committed) at once."""
+        if self._depth == 0 and (self.db.closed or self.db.broken or self.pipeline.broken):
             self._reconnect()
         if self._writes:
             self.flush()
-        return self.db.execute(query, args, prepare=True, binary=True)  # bytea as bytes, not hex
+        rows = self.pipeline.send(query, args)
+        if self._depth == 0:
+            self.pipeline.sync()
+        return rows
 
     def later(self, slot: Hashable, query: str, args: list[Any]) -> None:
         """A write whose answer nobody waits for: inside a transaction, kept and sent with the
@@ -115,17 +112,18 @@ class PostgresEngine:
         with contextlib.suppress(Exception):
             self.db.close()
         self.db = self.connect()
+        self.pipeline = Pipeline(self.db.pgconn, self.db.info.encoding)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
         """READ COMMITTED, or a savepoint inside one; a deadlock with another process is ``Conflict``."""
-        if self._depth == 0 and (self.db.closed or self.db.broken):
+        if self._depth == 0 and (self.db.closed or self.db.broken or self.pipeline.broken):
             self._reconnect()
         if self._depth:
             self.flush()  # a savepoint's writes are sent inside it, and go if it is rolled back
         self._depth += 1
         try:
-            with self._outermost() if self._depth == 1 else self.db.transaction():
+            with self._outermost() if self._depth == 1 else self._savepoint(f"neardup_{self._depth}"):
                 yield
                 self.flush()
         except conflicts() as exc:
@@ -138,21 +136,49 @@ class PostgresEngine:
 
     @contextlib.contextmanager
     def _outermost(self) -> Iterator[None]:
-        """BEGIN and COMMIT sent with the statements between them, in one pipeline: a check waits
-        for the server where it needs an answer and once at the end (psycopg's own transaction
-        waits at its start and three times at its end)."""
+        """BEGIN and COMMIT sent with the statements between them, in one pipeline segment: a
+        check waits for the server where it needs an answer and once at the end."""
+        pipeline = self.pipeline
         try:
-            with self.db.pipeline():
-                self.db.execute("BEGIN")
-                if self.search is not None:
-                    self.search.begin()
-                yield
-                self.db.execute("COMMIT")
+            pipeline.command("BEGIN")
+            if self.search is not None:
+                self.search.begin()
+            yield
+            committed = pipeline.command("COMMIT")
+            pipeline.sync()
+            if committed.status != "COMMIT":  # a failed statement whose error was caught and let go
+                raise psycopg.OperationalError("the transaction failed and was not committed")
         except BaseException:
-            with contextlib.suppress(Exception):
-                if self.db.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                    self.db.execute("ROLLBACK")
+            self._roll_back()
             raise
+
+    @contextlib.contextmanager
+    def _savepoint(self, name: str) -> Iterator[None]:
+        pipeline = self.pipeline
+        pipeline.command(f"SAVEPOINT {name}")
+        try:
+            yield
+        except BaseException:
+            # An error of the server's skips what follows it until a sync: read to one, then
+            # roll back to the savepoint (a failed savepoint leaves the transaction failed: its
+            # COMMIT is not committed, and says so).
+            with contextlib.suppress(psycopg.Error):
+                pipeline.sync(raising=False)
+                pipeline.command(f"ROLLBACK TO SAVEPOINT {name}")
+            raise
+        pipeline.command(f"RELEASE SAVEPOINT {name}")
+
+    def _roll_back(self) -> None:
+        """After a failure: every answer read, and the server's transaction rolled back; a
+        connection left in doubt is closed (the next transaction opens another)."""
+        try:
+            self.pipeline.sync(raising=False)
+            if self.db.pgconn.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                self.pipeline.command("ROLLBACK")
+                self.pipeline.sync(raising=False)
+        except Exception:
+            with contextlib.suppress(Exception):
+                self.db.close()
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
@@ -185,8 +211,8 @@ class PostgresEngine:
         columns = "*" if fields is None else ", ".join(dict.fromkeys([column, *fields]))
         query = f"SELECT {columns} FROM {table} WHERE {column} = ANY(%s::bigint[])"
         cursor = self.execute(query, [ints(docs)])
-        rows = cursor.fetchall()  # first: in a pipeline, the description comes with the rows
-        names = [c.name for c in cursor.description]
+        rows = cursor.fetchall()  # first: the names come with the rows
+        names = cursor.names
         found = {}
         for row in rows:
             values = dict(zip(names, row, strict=True))
@@ -392,7 +418,7 @@ class PostgresEngine:
     def size(self) -> int:
         """The bytes of the index's tables with their indexes and TOAST."""
         query = (
-            "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+            "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0)::bigint FROM pg_class c "
             "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r'"
         )
         return int(self.execute(query, [self.schema.strip('"').replace('""', '"')]).fetchone()[0])

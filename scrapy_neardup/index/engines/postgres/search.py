@@ -25,6 +25,7 @@ from .engine import ints, lock_key
 from .packing import ROW_IDS, bucket_rows, spot_bucket
 
 FREEZE_AT = 5000  # admitted pages with spots after which the spot order is frozen
+_FREEZE_ROWS = 20_000  # rows a statement of the freeze writes
 BOUNDS = len(BOUND_COLUMNS.split(","))  # the first signature columns are the bounds' (``bounds``)
 
 
@@ -100,11 +101,12 @@ class PostgresSearch:
         ]
         spots, df = np.unique(np.concatenate([s.hashes for _, _, s in sets]), return_counts=True)
         classes = SpotClasses.from_frequencies(spots, df)
-        with self.engine.db.cursor() as cursor:
-            cursor.executemany(
-                f"INSERT INTO {t('spot_classes')} VALUES (%s, %s)",
-                list(zip(classes.spots.astype(np.int64).tolist(), classes.classes.tolist(), strict=True)),
-            )
+        for start in range(0, len(classes.spots), _FREEZE_ROWS):
+            execute(
+                f"INSERT INTO {t('spot_classes')} SELECT * FROM unnest(%s::bigint[], %s::integer[])",
+                [ints(classes.spots[start : start + _FREEZE_ROWS].astype(np.int64).tolist()),
+                 ints(classes.classes[start : start + _FREEZE_ROWS].tolist())],
+            )  # fmt: skip
         execute(f"INSERT INTO {t('meta')} VALUES ('spot_order', 'classes')")
         execute(f"DELETE FROM {t('spot_lists')}")
         lists: dict[int, set[int]] = {}
@@ -113,8 +115,15 @@ class PostgresSearch:
                 for key in self.keys.posting_keys(walk(spot_set, classes), scope, classes):
                     lists.setdefault(spot_bucket(key), set()).add(doc)
         rows = [row for bucket, docs in lists.items() for row in bucket_rows(bucket, sorted(docs))]
-        with self.engine.db.cursor() as cursor:
-            cursor.executemany(f"INSERT INTO {t('spot_lists')} VALUES (%s, %s)", rows)
+        for start in range(0, len(rows), _FREEZE_ROWS):
+            chunk = rows[start : start + _FREEZE_ROWS]  # the rows' ids as one blob, cut on the server
+            sizes = np.array([len(blob) for _, blob in chunk], dtype=np.int64)
+            execute(
+                f"INSERT INTO {t('spot_lists')} SELECT key, substring(%s::bytea FROM start + 1 FOR size) "
+                "FROM unnest(%s::bigint[], %s::integer[], %s::integer[]) AS r(key, start, size)",
+                [b"".join(blob for _, blob in chunk), ints(key for key, _ in chunk),
+                 ints((np.cumsum(sizes) - sizes).tolist()), ints(sizes.tolist())],
+            )  # fmt: skip
         self.classes = classes
 
     def forget(self) -> None:
