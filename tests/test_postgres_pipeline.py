@@ -66,6 +66,14 @@ def test_parameters_and_results_come_back_as_they_went(
     assert _echo(session, "SELECT unnest(%s::bigint[])", numbers) == [(n,) for n in numbers]
 
 
+def test_a_nul_character_in_text_is_refused_not_cut(session):
+    """libpq sends a text parameter up to its first NUL: psycopg's error, not a shorter value."""
+    for value in ("a\x00b", ["x", "a\x00b"]):
+        with pytest.raises(psycopg.DataError, match="NUL"):
+            session.send("SELECT %s::text", [value])
+    assert _echo(session, "SELECT %s::text", "a b") == [("a b",)]
+
+
 def test_every_result_type_the_index_reads(session):
     row = _echo(
         session,

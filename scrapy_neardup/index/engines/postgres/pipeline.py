@@ -23,9 +23,9 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 try:
-    from psycopg import OperationalError, errors, pq
+    from psycopg import DataError, OperationalError, errors, pq
 except ImportError:  # pragma: no cover - without the extra, PostgresIndex refuses to start
-    OperationalError = errors = pq = None
+    DataError = OperationalError = errors = pq = None
 
 BYTEA = 17  # the type of a bytes parameter, sent binary; the others are sent as text
 MOST_PREPARED = 256  # statements kept prepared on a session; the least recently used go first
@@ -140,7 +140,7 @@ class Pipeline:
             self._flush()
             while self.queue:
                 self._read_entry()
-        self.pg.exit_pipeline_mode()
+            self.pg.exit_pipeline_mode()
         error, raised = self.error, self.error_raised
         self.error, self.error_raised = None, False
         if error is not None and not raised and raising:
@@ -182,7 +182,10 @@ class Pipeline:
                 types.append(BYTEA)
                 formats.append(1)
                 continue
-            params.append(None if value is None else self._text(value).encode(self.encoding))
+            text = None if value is None else self._text(value).encode(self.encoding)
+            if text is not None and b"\x00" in text:  # libpq would cut it there
+                raise DataError("PostgreSQL text fields cannot contain NUL (0x00) bytes")
+            params.append(text)
             types.append(0)
             formats.append(0)
         return params, tuple(types), formats
