@@ -144,15 +144,16 @@ def may_be_often(ids: np.ndarray, need: int, bits: int | None = None) -> np.ndar
     """Which of ``ids`` (uint32) may occur ``need`` times or more: every one that does, and a few
     that do not (a superset, for an exact count of the few).
 
-    Counted in a hash table of ``2**bits`` slots, by default about four for each id: ids that
+    Counted in a hash table of ``2**bits`` slots, by default four to eight for each id: ids that
     share a slot only add to its count, so none is missed. A check meets thousands of ids and
-    few occur often; sorting them all was most of a count (at 10**6 pages 15,000 ids a check at
-    the median, 0.35 ms to sort, against 0.13 ms to count them in the table and sort what is left).
+    few occur often: counting them in the table and sorting only those left costs about a
+    third of sorting them all (docs/scale.md, "Where the median goes").
     """
     if need <= 1:
         return np.ones(len(ids), dtype=bool)
     bits = bits if bits is not None else min(max(len(ids).bit_length() + 2, 10), 22)
-    slots = (ids.astype(np.uint32) * np.uint32(0x9E3779B1)) >> np.uint32(32 - bits)  # Fibonacci hashing
+    # Fibonacci hashing: the top bits of each id times 2**32 over the golden ratio.
+    slots = (ids.astype(np.uint32, copy=False) * np.uint32(0x9E3779B1)) >> np.uint32(32 - bits)
     return np.bincount(slots, minlength=1 << bits)[slots] >= need
 
 
