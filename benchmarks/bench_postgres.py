@@ -10,9 +10,9 @@ pages checked by one process, each check timed, the pages before by ``--fill-pro
 processes at once on a server (default one; SQLite's file by one, its writes being one at a
 time). The server gets ``SERVER``'s settings (``--set NAME=VALUE`` for others). Bytes a
 page are the index's own tables with their indexes (PostgreSQL: ``pg_total_relation_size``;
-SQLite: the file's pages in use; Redis: the growth of ``used_memory``). PostgreSQL's line
-also says how many timed checks met the server's own work (an autovacuum, a checkpoint) and
-their median beside the others': on two cores it takes one. Then the race: groups
+SQLite: the file's pages in use; Redis: the growth of ``used_memory``). PostgreSQL's lines
+also give the timed checks' median by the server's own work meanwhile (an autovacuum, a
+checkpoint): on two cores it takes one. Then the race: groups
 of copies arriving together, each group's four pages checked at the same moment by four
 processes, against a fresh index: how many groups were admitted more than once, and the
 checks a second beside one process on the same pages. With several processes filling, a
@@ -87,32 +87,44 @@ def size_of(index, backend: str, urls: dict, before: int) -> int:
 
 
 class BackgroundWork:
-    """Whether the server is busy with work of its own (an autovacuum worker, a checkpoint),
-    asked four times a second on a connection of its own: a timed check that meets it shares
-    this machine's two cores with it."""
+    """What the server is doing of its own accord (an autovacuum worker, a checkpoint), asked
+    four times a second on a connection of its own: a timed check that meets it shares this
+    machine's two cores with it."""
 
     QUERY = (
-        "SELECT count(*) FILTER (WHERE backend_type = 'autovacuum worker' AND state = 'active') "
-        "+ count(*) FILTER (WHERE backend_type = 'checkpointer' AND wait_event <> 'CheckpointerMain') "
+        "SELECT count(*) FILTER (WHERE backend_type = 'autovacuum worker' AND state = 'active'), "
+        "count(*) FILTER (WHERE backend_type = 'checkpointer' AND wait_event <> 'CheckpointerMain') "
         "FROM pg_stat_activity"
     )
 
     def __init__(self, url: str) -> None:
         import psycopg
 
-        self.busy, self._stop = False, threading.Event()
+        self.doing, self._stop = "", threading.Event()
         self._db = psycopg.connect(url, autocommit=True)
         self._thread = threading.Thread(target=self._watch, daemon=True)
         self._thread.start()
 
     def _watch(self) -> None:
         while not self._stop.wait(0.25):
-            self.busy = self._db.execute(self.QUERY).fetchone()[0] > 0
+            vacuums, checkpoints = self._db.execute(self.QUERY).fetchone()
+            self.doing = " and ".join(
+                name for name, n in (("autovacuum", vacuums), ("a checkpoint", checkpoints)) if n
+            )
 
     def close(self) -> None:
         self._stop.set()
         self._thread.join()
         self._db.close()
+
+    @staticmethod
+    def summary(last_ms: np.ndarray, doing: list[str]) -> str:
+        """The timed checks' median by what the server was doing meanwhile."""
+        kinds = collections.Counter(doing)
+        return "timed checks by the server's own work meanwhile: " + "; ".join(
+            f"{kind or 'none'}: {n:,}, median {np.median(last_ms[[d == kind for d in doing]]):.2f} ms"
+            for kind, n in sorted(kinds.items())
+        )
 
 
 def _fill_share(backend: str, urls: dict, folder: str, name: str, chunks, results) -> None:
@@ -162,7 +174,7 @@ def fill(
         for worker in workers:
             worker.join()
         bulk = []
-    times, busy, statements = [], [], statements and backend == "postgres"
+    times, doing, statements = [], [], statements and backend == "postgres"
     watch = BackgroundWork(urls["postgres"]) if backend == "postgres" else None
     with Detector(CONFIG, index) as detector:
         for number, (url, fp, is_variant) in enumerate([*bulk, *last]):
@@ -172,7 +184,7 @@ def fill(
             verdict = detector.decide(Arrival(url, "", revisit=False), fp)
             if number >= len(bulk):
                 times.append(time.perf_counter() - started)
-                busy.append(watch is not None and watch.busy)
+                doing.append(watch.doing if watch is not None else "")
             found, duplicates = found + (verdict.duplicate and is_variant), duplicates + verdict.duplicate
         size = size_of(index, backend, urls, before)
         parts = relations(index, len(pages)) if backend == "postgres" else ""
@@ -180,15 +192,10 @@ def fill(
             parts += "\n" + server_time(index, len(last))
         if backend in ("redis", "postgres"):
             index.remove()
+    last_ms = np.array(times) * 1000
     if watch is not None:
         watch.close()
-    last_ms, busy = np.array(times) * 1000, np.array(busy, dtype=bool)
-    if busy.any():
-        parts += ("\n" if parts else "") + (
-            f"{busy.sum():,} timed checks met the server's own work (autovacuum, a checkpoint): median "
-            f"{np.median(last_ms[busy]):.2f} ms; the other {(~busy).sum():,}: "
-            + (f"{np.median(last_ms[~busy]):.2f} ms" if (~busy).any() else "none")
-        )
+        parts += ("\n  " if parts else "") + BackgroundWork.summary(last_ms, doing)
     return {"found": found, "duplicates": duplicates, "bytes": size / len(pages), "parts": parts,
             "median": float(np.median(last_ms)), "p99": float(np.percentile(last_ms, 99))}  # fmt: skip
 
