@@ -1,35 +1,18 @@
-"""The PostgreSQL engine: the engine protocol over one schema's tables (``tables``).
-
-Exact under concurrency without a global lock: a check's transaction (READ COMMITTED) first
-takes transaction-scoped advisory locks on its *candidate keys*, in sorted order, in one
-statement (``search.PostgresSearch.find``): each lookup key it reads or posts, and the spot
-(scope and spot hash) of each SpotSigs list it probes or is posted to. Two near-duplicates
-always share one (the exactness argument of ``pruning``: the first's posting is in the
-second's probe), so the second waits until the first commits, then reads its postings:
-they never both pass. Unrelated pages take other locks and run in parallel. A deadlock
-(rows locked in another order: a revisit's old postings, URL rules) fails one transaction
-(``Conflict``: the Detector judges the page again, a bounded number of times).
+"""The PostgreSQL engine: the engine protocol over one schema's tables (``tables``), in the
+transactions of a ``session.Session`` (which says how a check stays exact under concurrency).
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
 import re
-from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from typing import Any
 
 from ...base import Conflict
 from .packing import lookup_bucket, lookup_entries, lookup_entry, lookup_row
-from .pipeline import Pipeline, Rows
+from .session import Session, ints, lock_key
 from .tables import DERIVED, ID, ORDERS, TABLES
-
-try:
-    import psycopg
-    from psycopg import errors
-except ImportError:  # pragma: no cover - without the extra, PostgresIndex refuses to start
-    psycopg = errors = None
 
 _INTEGER = re.compile(r"-?[0-9]{1,19}")
 
@@ -38,152 +21,8 @@ FIRST_WINS = ("scopes",)  # maps whose values, once set, no process changes
 WAITED = ("url", "src")  # sets read inside a check under a lock on the key: another process may fill them
 
 
-def conflicts() -> tuple[type[Exception], ...]:
-    """The errors that mean another transaction got in the way: the check is made again."""
-    return (errors.SerializationFailure, errors.DeadlockDetected, errors.LockNotAvailable)
-
-
-class PostgresEngine:
-    """The engine protocol over the tables of ``schema`` on one connection (autocommit between
-    transactions, so a read outside one sees what others committed)."""
-
-    def __init__(self, connect: Callable[[], Any], schema: str, path: str) -> None:
-        self.connect, self.db = connect, connect()
-        self.pipeline = Pipeline(self.db.pgconn, self.db.info.encoding)
-        self.schema, self.path, self.name = schema, path, path
-        self._depth = 0
-        self.search: Any = None  # the index's search (``search.PostgresSearch``), set by the index
-        self._next_doc: Any = None  # a check's document id, asked for with its locks (``lock``)
-        self._writes: dict[Hashable, tuple[str, list[Any]]] = {}  # a transaction's writes (``later``)
-
-    def t(self, table: str) -> str:
-        return f"{self.schema}.{table}"
-
-    def execute(self, query: str, args: Sequence[Any] = ()) -> Rows:
-        """Send a statement; inside a transaction its rows are read when asked for, outside one
-        it is answered (and committed) at once."""
-        if self._depth == 0 and (self.db.closed or self.db.broken or self.pipeline.broken):
-            self._reconnect()
-        if self._writes:
-            self.flush()
-        rows = self.pipeline.send(query, args)
-        if self._depth == 0:
-            self.pipeline.sync()
-        return rows
-
-    def later(self, slot: Hashable, query: str, args: list[Any]) -> None:
-        """A write whose answer nobody waits for: inside a transaction, kept and sent with the
-        others as one statement before the next read or the commit (a statement costs the client
-        and the server each about as much as the work of most). ``slot`` names what it writes: a
-        second write to the same slot sends the first before it."""
-        if not self._depth:
-            self.execute(query, args)
-            return
-        if slot in self._writes:
-            self.flush()
-        self._writes[slot] = (query, args)
-
-    def flush(self) -> None:
-        """Send the kept writes, as one statement (each a data-modifying WITH of the last; none
-        writes a row another writes)."""
-        writes, self._writes = list(self._writes.values()), {}
-        if writes:
-            *first, (last, args) = writes
-            query = "".join(f"{'WITH' if n == 0 else ','} w{n} AS ({q}) " for n, (q, _) in enumerate(first))
-            self.execute(query + last, [a for _, write_args in first for a in write_args] + args)
-
-    def lock(self, keys: list[int], shared: bool = False, doc_id: bool = False) -> None:
-        """Advisory locks on these keys until the transaction ends, taken in sorted order. Sent,
-        not waited for: the server runs what is sent after it once it holds them (one round trip
-        for the locks and the reads they guard). ``doc_id``: a check begins, and its page's id is
-        asked for with its locks (``new_id`` takes the answer; a page not recorded leaves a gap)."""
-        function = f"pg_advisory_xact_lock{'_shared' if shared else ''}"
-        locks = f"SELECT {function}(k) FROM (SELECT k FROM unnest(%s::bigint[]) AS k ORDER BY k) AS k"
-        if doc_id and self._depth and self._next_doc is None:
-            self._next_doc = self.execute(
-                f"SELECT nextval(%s::regclass), (SELECT count(*) FROM ({locks}) AS locked)",
-                [self.t("doc_ids"), ints(sorted(set(keys)))],
-            )
-        elif keys:
-            self.execute(locks, [ints(sorted(set(keys)))])
-
-    def _reconnect(self) -> None:
-        """A server lost and back: a new connection (a failure is a storage error: the page passes)."""
-        with contextlib.suppress(Exception):
-            self.db.close()
-        self.db = self.connect()
-        self.pipeline = Pipeline(self.db.pgconn, self.db.info.encoding)
-
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[None]:
-        """READ COMMITTED, or a savepoint inside one; a deadlock with another process is ``Conflict``."""
-        if self._depth == 0 and (self.db.closed or self.db.broken or self.pipeline.broken):
-            self._reconnect()
-        if self._depth:
-            self.flush()  # a savepoint's writes are sent inside it, and go if it is rolled back
-        self._depth += 1
-        try:
-            with self._outermost() if self._depth == 1 else self._savepoint(f"neardup_{self._depth}"):
-                yield
-                self.flush()
-        except conflicts() as exc:
-            raise Conflict(str(exc)) from None
-        finally:
-            self._depth -= 1
-            self._writes = {}  # sent, or rolled back with what failed
-            if self._depth == 0:
-                self._next_doc = None
-
-    @contextlib.contextmanager
-    def _outermost(self) -> Iterator[None]:
-        """BEGIN and COMMIT sent with the statements between them, in one pipeline segment: a
-        check waits for the server where it needs an answer and once at the end."""
-        pipeline = self.pipeline
-        try:
-            pipeline.command("BEGIN")
-            if self.search is not None:
-                self.search.begin()
-            yield
-            committed = pipeline.command("COMMIT")
-            pipeline.sync()
-            if committed.status != "COMMIT":  # a failed statement whose error was caught and let go
-                raise psycopg.OperationalError("the transaction failed and was not committed")
-        except BaseException:
-            self._roll_back()
-            raise
-
-    @contextlib.contextmanager
-    def _savepoint(self, name: str) -> Iterator[None]:
-        pipeline = self.pipeline
-        pipeline.command(f"SAVEPOINT {name}")
-        try:
-            yield
-        except BaseException:
-            # An error of the server's skips what follows it until a sync: read to one, then
-            # roll back to the savepoint (a failed savepoint leaves the transaction failed: its
-            # COMMIT is not committed, and says so).
-            with contextlib.suppress(psycopg.Error):
-                pipeline.sync(raising=False)
-                pipeline.command(f"ROLLBACK TO SAVEPOINT {name}")
-            raise
-        pipeline.command(f"RELEASE SAVEPOINT {name}")
-
-    def _roll_back(self) -> None:
-        """After a failure: every answer read, and the server's transaction rolled back; a
-        connection left in doubt is closed (the next transaction opens another)."""
-        try:
-            self.pipeline.sync(raising=False)
-            if self.db.pgconn.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                self.pipeline.command("ROLLBACK")
-                self.pipeline.sync(raising=False)
-        except Exception:
-            with contextlib.suppress(Exception):
-                self.db.close()
-
-    @contextlib.contextmanager
-    def batch(self) -> Iterator[None]:
-        """Each page of a scan's batch is its own transaction (a conflict costs one page's work)."""
-        yield
+class PostgresEngine(Session):
+    """The engine protocol over the tables of ``schema`` (``Session`` holds the connection)."""
 
     # --- documents ------------------------------------------------------------------------
 
@@ -422,22 +261,6 @@ class PostgresEngine:
             "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r'"
         )
         return int(self.execute(query, [self.schema.strip('"').replace('""', '"')]).fetchone()[0])
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.db.close()
-
-
-def ints(values: Iterable[int]) -> str:
-    """An array of integers as PostgreSQL's text for it (cast in the query): sent many times a
-    check, and far cheaper to write than psycopg's adaptation of a list, number by number."""
-    return "{" + ",".join(map(str, map(int, values))) + "}"
-
-
-def lock_key(name: str, field: str) -> int:
-    """A stable 64-bit advisory lock key for a map's field (the same in every process)."""
-    digest = hashlib.blake2b(f"{name}\0{field}".encode("utf-8", "surrogatepass"), digest_size=8).digest()
-    return int.from_bytes(digest, "big", signed=True)
 
 
 def _key(key: Hashable) -> str:

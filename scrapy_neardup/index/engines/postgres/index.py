@@ -15,8 +15,9 @@ from ....exceptions import IndexFileError, MissingExtraError
 from ... import schema
 from ...ledger import Ledger
 from ...location import safe_url
-from .engine import PostgresEngine, lock_key
+from .engine import PostgresEngine
 from .search import PostgresSearch
+from .session import lock_key
 from .tables import OWN, SEQUENCES, create_statements
 
 if TYPE_CHECKING:

@@ -21,8 +21,8 @@ from ...codecs import SIGNATURE_COLUMNS, blob_spots, sound_fingerprints, sound_s
 from ...lookup_keys import lookup_keys
 from ...pruning import SpotClasses, Walk, partition_bounds, walk
 from ...spot_search import MAX_DOC, SpotKeys, counted, may_be_often
-from .engine import ints, lock_key
 from .packing import ROW_IDS, bucket_rows, spot_bucket
+from .session import ints, lock_key
 
 FREEZE_AT = 5000  # admitted pages with spots after which the spot order is frozen
 _FREEZE_ROWS = 20_000  # rows a statement of the freeze writes
