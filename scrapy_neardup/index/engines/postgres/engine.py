@@ -12,7 +12,7 @@ from typing import Any
 from ...base import Conflict
 from .packing import lookup_bucket, lookup_entries, lookup_entry, lookup_row
 from .session import Session, ints, lock_key
-from .tables import DERIVED, ID, ORDERS, TABLES
+from .tables import DERIVED, ID, ORDERS, TABLES, bucket_read
 
 _INTEGER = re.compile(r"-?[0-9]{1,19}")
 
@@ -124,11 +124,8 @@ class PostgresEngine(Session):
     def lookup_read(self, keys: Sequence[Any]) -> tuple[str, list[Any]]:
         """The query for the rows that may hold ``keys`` (their ``docs``, for ``lookup_members``)."""
         lows = [lookup_bucket(key) for key in keys]
-        return (
-            f"SELECT l.docs FROM unnest(%s::bigint[]) AS r(low) "
-            f"JOIN {self.t('lookup_keys')} l ON l.key BETWEEN r.low AND r.low + 4095",
-            [ints(lows)],
-        )
+        rows = bucket_read(self.t("lookup_keys"), "r.low")
+        return f"SELECT l.docs FROM unnest(%s::bigint[]) AS r(low), {rows} AS l", [ints(lows)]
 
     @staticmethod
     def lookup_members(blobs: Iterable[Any], keys: Sequence[Any]) -> list[set[int]]:

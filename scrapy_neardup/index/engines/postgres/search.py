@@ -23,6 +23,7 @@ from ...pruning import SpotClasses, Walk, partition_bounds, walk
 from ...spot_search import MAX_DOC, SpotKeys, counted, may_be_often
 from .packing import ROW_IDS, bucket_rows, spot_bucket
 from .session import ints, lock_key
+from .tables import bucket_read
 
 FREEZE_AT = 5000  # admitted pages with spots after which the spot order is frozen
 _FREEZE_ROWS = 20_000  # rows a statement of the freeze writes
@@ -200,28 +201,32 @@ class PostgresSearch:
         spots = (ranges[:, 0] >> 12).tolist()
         spots += [key >> 12 for key in self._posting_keys(probe.spots, scope_id)]
         self.engine.lock([*keys, *posted, *spots], doc_id=True)
-        # The lookup keys' rows (numbered 0) and the probed spots' buckets, numbered in the probe's
-        # order, in one read. A bucket read once for each probed spot in it: a page posts it once
-        # however many of its spots are there, so a count never falls below the spots shared.
+        # The lookup keys' rows and the probed spots' buckets in one read, each joined on the
+        # server into one value (a row costs the server and the client more than its bytes), with
+        # each bucket row's probed spot (numbered in the probe's order) and size. A bucket read
+        # once for each probed spot in it: a page posts it once however many of its spots are
+        # there, so a count never falls below the spots shared.
         lookup, args = self.engine.lookup_read(keys)
-        buckets = spot_bucket(ranges[:, 0]).tolist()
-        read = execute(
-            f"SELECT 0::bigint, docs FROM ({lookup}) AS l UNION ALL SELECT r.n, s.docs "
-            f"FROM unnest(%s::bigint[]) WITH ORDINALITY AS r(low, n) "
-            f"JOIN {t('spot_lists')} s ON s.key BETWEEN r.low AND r.low + 4095",
+        buckets, bucket = spot_bucket(ranges[:, 0]).tolist(), bucket_read(t("spot_lists"), "r.low")
+        looked_rows, row_sizes, joined = execute(
+            f"SELECT (SELECT string_agg(l.docs, ''::bytea) FROM ({lookup}) AS l), "
+            "string_agg(int4send(r.n::integer) || int4send(octet_length(s.docs)), ''::bytea), "
+            "string_agg(s.docs, ''::bytea) "
+            f"FROM unnest(%s::bigint[]) WITH ORDINALITY AS r(low, n), {bucket} AS s",
             [*args, ints(buckets)],
-        ).fetchall()
-        looked = set().union(*self.engine.lookup_members([blob for n, blob in read if not n], keys))
-        lists = [(n, bytes(blob)) for n, blob in read if n]
+        ).fetchone()
+        looked = set().union(*self.engine.lookup_members([looked_rows or b""], keys))
+        rows = np.frombuffer(row_sizes or b"", dtype=">i4").reshape(-1, 2)  # (probed spot, bytes)
         spotted: dict[int, tuple[int, int]] = {}  # a page found by its spots: the partitions it may be in
-        if len(ranges):
-            if min(needs) == max(needs):  # most probes: one count for every partition
-                spotted = dict.fromkeys(
-                    counted([(blob,) for _, blob in lists], needs[0]), (parts.start, parts.stop - 1)
-                )
-            else:
-                reach = (ranges[:, 1] & 4095).tolist()  # the last partition each probed spot is read in
-                spotted = partition_counted([(reach[n - 1], blob) for n, blob in lists], parts.start, needs)
+        if len(ranges) and min(needs) == max(needs):  # most probes: one count for every partition
+            whole = (
+                [(joined or b"",)] if not (rows[:, 1] % 4).any() else [(b,) for _, b in _split(rows, joined)]
+            )
+            spotted = dict.fromkeys(counted(whole, needs[0]), (parts.start, parts.stop - 1))
+        elif len(ranges):
+            reach = (ranges[:, 1] & 4095).tolist()  # the last partition each probed spot is read in
+            lists = [(reach[n - 1], blob) for n, blob in _split(rows, joined)]
+            spotted = partition_counted(lists, parts.start, needs)
         if not looked and not spotted:
             return
         # Every signature at once (one round trip), the exact bounds (the first columns) before
@@ -263,6 +268,16 @@ class PostgresSearch:
             "AND (c.low < 0 OR d.spot_size BETWEEN c.low AND c.high) ORDER BY d.id",
             [ints(wanted), ints(low for low, _ in each), ints(high for _, high in each), scope],
         ).fetchall()
+
+
+def _split(rows: np.ndarray, joined: bytes | None) -> list[tuple[int, bytes]]:
+    """The (probed spot, ids) of each bucket row read, from the read's (spot, size) pairs and
+    the rows' ids one after the other (a damaged row, not whole ids, is cut in the count)."""
+    split, at = [], 0
+    for n, size in rows.tolist():
+        split.append((n, (joined or b"")[at : at + size]))
+        at += size
+    return split
 
 
 def partition_counted(
