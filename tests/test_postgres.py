@@ -317,15 +317,19 @@ def test_a_bucket_count_by_partition_equals_counting_each_partition_alone(rows, 
     assert postgres_search.partition_counted(damaged, start, needs) == expected
 
 
-def test_a_bucket_fills_rows_one_after_another_and_a_page_leaves_them(postgres_url):
-    """Pages posting one spot fill its bucket's rows ROW_IDS ids at a time, every id kept; a page
-    taken out (forgetting, a revisit) leaves the row it was in."""
+@pytest.mark.parametrize("searched", [False, True], ids=["posted alone", "searched then posted"])
+def test_a_bucket_fills_rows_one_after_another_and_a_page_leaves_them(postgres_url, searched):
+    """Pages posting one spot fill its bucket's rows ROW_IDS ids at a time, every id kept, whether
+    the server finds each bucket's last row or the check's read did; a page taken out
+    (forgetting, a revisit) leaves the row it was in."""
     index = PostgresIndex(postgres_url, CONFIG, prefix=f"rows_{uuid.uuid4().hex}")
     search, engine = index.engine.search, index.engine
     fp = fingerprint(" ".join(f"word{n} is the {n}th of a long text" for n in range(60)), CONFIG)
     pages = ROW_IDS * 2 + 10
-    with engine.transaction():
-        for doc in range(1, pages + 1):
+    for doc in range(1, pages + 1):
+        with engine.transaction():
+            if searched:  # the read's rows tell where the bucket ends
+                assert not list(search.find(fp, 1)) and search._tails[0] is search._walked
             search.post(doc, fp, 1)
     bucket = spot_bucket(search._posting_keys(fp.spots, 1)[0])
     query = f"SELECT key, docs FROM {engine.t('spot_lists')} WHERE key BETWEEN %s AND %s ORDER BY key"

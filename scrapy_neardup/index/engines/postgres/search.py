@@ -27,6 +27,7 @@ from .tables import bucket_read
 
 FREEZE_AT = 5000  # admitted pages with spots after which the spot order is frozen
 _FREEZE_ROWS = 20_000  # rows a statement of the freeze writes
+_ROW_READ = np.dtype([("n", ">i4"), ("size", ">i4"), ("key", ">i8")])  # a bucket row read: its probed spot
 BOUNDS = len(BOUND_COLUMNS.split(","))  # the first signature columns are the bounds' (``bounds``)
 
 
@@ -49,13 +50,15 @@ class PostgresSearch:
         self.classes: SpotClasses | None = None
         self._synced = False
         self._walked: _Walked | None = None  # the last check's walk and posting keys
+        # The last row (key, bytes) of each bucket the check's read met, for its postings.
+        self._tails: tuple[_Walked | None, dict[int, tuple[int, int] | None]] = (None, {})
 
     def _searched(self, spots: SpotSet) -> bool:
         return "spotsigs" in self.config.methods and spots.size >= self.config.spotsigs_least_spots
 
     def begin(self) -> None:
         """A transaction begins: another process may have frozen the spot order since the last."""
-        self._synced = False
+        self._synced, self._tails = False, (None, {})
 
     def ready(self) -> None:
         """Load the frozen spot order, or freeze it when it is due (once a transaction, inside it).
@@ -151,8 +154,20 @@ class PostgresSearch:
         if doc_id > MAX_DOC:
             raise IndexFileError(self.engine.path, "is full: posting lists hold document ids below 2**32")
         # Into the last row of each bucket, or the next row once it holds ROW_IDS ids (the last
-        # possible row takes what comes after).
+        # possible row takes what comes after): as the check's read found them (another process
+        # appending meanwhile only makes a row a little longer), else as the server finds them.
         table = self.engine.t("spot_lists")
+        buckets = np.unique(spot_bucket(np.array(keys, dtype=np.int64))).tolist()
+        walked, tails = self._tails
+        if walked is self._walked and all(bucket in tails for bucket in buckets):
+            targets = [_target(bucket, tails[bucket]) for bucket in buckets]
+            self.engine.later(
+                "spot_lists",
+                f"INSERT INTO {table} AS s SELECT key, %s FROM unnest(%s::bigint[]) AS key "
+                "ON CONFLICT (key) DO UPDATE SET docs = s.docs || EXCLUDED.docs",
+                [doc_id.to_bytes(4, "little"), ints(targets)],
+            )
+            return
         last = f"SELECT key, docs FROM {table} WHERE key BETWEEN b AND b + 4095 ORDER BY key DESC LIMIT 1"
         self.engine.later(
             "spot_lists",
@@ -160,11 +175,7 @@ class PostgresSearch:
             "COALESCE(last.key + (octet_length(last.docs) >= %s AND last.key < b + 4095)::int, b), %s "
             f"FROM unnest(%s::bigint[]) AS b LEFT JOIN LATERAL ({last}) AS last ON TRUE "
             "ON CONFLICT (key) DO UPDATE SET docs = s.docs || EXCLUDED.docs",
-            [
-                ROW_IDS * 4,
-                doc_id.to_bytes(4, "little"),
-                ints(np.unique(spot_bucket(np.array(keys, dtype=np.int64))).tolist()),
-            ],
+            [ROW_IDS * 4, doc_id.to_bytes(4, "little"), ints(buckets)],
         )
 
     def unpost(self, doc_id: int, fp: Fingerprint, scope_id: int) -> None:
@@ -208,19 +219,23 @@ class PostgresSearch:
         # there, so a count never falls below the spots shared.
         lookup, args = self.engine.lookup_read(keys)
         buckets, bucket = spot_bucket(ranges[:, 0]).tolist(), bucket_read(t("spot_lists"), "r.low")
-        looked_rows, row_sizes, joined = execute(
+        looked_rows, rows_read, joined = execute(
             f"SELECT (SELECT string_agg(l.docs, ''::bytea) FROM ({lookup}) AS l), "
-            "string_agg(int4send(r.n::integer) || int4send(octet_length(s.docs)), ''::bytea), "
+            "string_agg(int4send(r.n::integer) || int4send(octet_length(s.docs)) || int8send(s.key), "
+            "''::bytea), "
             "string_agg(s.docs, ''::bytea) "
             f"FROM unnest(%s::bigint[]) WITH ORDINALITY AS r(low, n), {bucket} AS s",
             [*args, ints(buckets)],
         ).fetchone()
         looked = set().union(*self.engine.lookup_members([looked_rows or b""], keys))
-        rows = np.frombuffer(row_sizes or b"", dtype=">i4").reshape(-1, 2)  # (probed spot, bytes)
+        rows = np.frombuffer(rows_read or b"", dtype=_ROW_READ)
+        self._tails = (self._walked, _tails(buckets, rows))
         spotted: dict[int, tuple[int, int]] = {}  # a page found by its spots: the partitions it may be in
         if len(ranges) and min(needs) == max(needs):  # most probes: one count for every partition
             whole = (
-                [(joined or b"",)] if not (rows[:, 1] % 4).any() else [(b,) for _, b in _split(rows, joined)]
+                [(joined or b"",)]
+                if not (rows["size"] % 4).any()
+                else [(b,) for _, b in _split(rows, joined)]
             )
             spotted = dict.fromkeys(counted(whole, needs[0]), (parts.start, parts.stop - 1))
         elif len(ranges):
@@ -270,11 +285,31 @@ class PostgresSearch:
         ).fetchall()
 
 
+def _tails(buckets: list[int], rows: np.ndarray) -> dict[int, tuple[int, int] | None]:
+    """The last row (key, bytes) of each bucket read, None for one that has none."""
+    tails: dict[int, tuple[int, int] | None] = dict.fromkeys(buckets)
+    for key, size in zip(rows["key"].tolist(), rows["size"].tolist(), strict=True):
+        bucket = key >> 12 << 12
+        tail = tails.get(bucket)
+        if tail is None or key > tail[0]:
+            tails[bucket] = (key, size)
+    return tails
+
+
+def _target(bucket: int, tail: tuple[int, int] | None) -> int:
+    """The row a posting goes to: the bucket's last, or the next once it holds ROW_IDS ids (the
+    last possible row takes what comes after)."""
+    if tail is None:
+        return bucket
+    key, size = tail
+    return key + (size >= ROW_IDS * 4 and key < bucket + 4095)
+
+
 def _split(rows: np.ndarray, joined: bytes | None) -> list[tuple[int, bytes]]:
-    """The (probed spot, ids) of each bucket row read, from the read's (spot, size) pairs and
+    """The (probed spot, ids) of each bucket row read, from the read's rows (``_ROW_READ``) and
     the rows' ids one after the other (a damaged row, not whole ids, is cut in the count)."""
     split, at = [], 0
-    for n, size in rows.tolist():
+    for n, size in zip(rows["n"].tolist(), rows["size"].tolist(), strict=True):
         split.append((n, (joined or b"")[at : at + size]))
         at += size
     return split
