@@ -267,12 +267,14 @@ class PostgresSearch:
         ids those with a spot size in their range, in id order."""
         documents, spans = self.engine.t("documents"), set(sized.values())
         if len(spans) <= 1:  # one range (most checks): an index scan of the ids
+            # Each row found is tested against the looked-up ids alone (a few), not every id
+            # asked for: a large page's hundreds of candidates cost milliseconds that way.
             low, high = spans.pop() if spans else (0, 0)
             return self.engine.execute(
-                f"SELECT {SIGNATURE_COLUMNS} FROM {documents} WHERE (id = ANY(%s::bigint[]) OR "
-                "id = ANY(%s::bigint[]) AND spot_size BETWEEN %s AND %s) AND scope = %s "
-                "AND status = 'unique' ORDER BY id",
-                [ints(sorted(ids)), ints(sorted(sized)), low, high, scope],
+                f"SELECT {SIGNATURE_COLUMNS} FROM {documents} WHERE id = ANY(%s::bigint[]) "
+                "AND scope = %s AND status = 'unique' "
+                "AND (spot_size BETWEEN %s AND %s OR id = ANY(%s::bigint[])) ORDER BY id",
+                [ints(sorted({*ids, *sized})), scope, low, high, ints(sorted(ids))],
             ).fetchall()
         wanted = sorted({*ids, *sized})
         each = [sized.get(doc, (-1, -1)) for doc in wanted]  # -1: a page looked up, of any size
