@@ -297,6 +297,29 @@ def test_a_posting_is_in_the_bucket_every_probe_of_its_spot_reads(key, doc, part
 
 
 @given(
+    st.lists(st.integers(0, 5), min_size=1, max_size=6, unique=True),
+    st.lists(
+        st.tuples(st.integers(0, 5), st.sampled_from([0, 1, 2, 4094, 4095]), st.booleans()), max_size=12
+    ),
+)
+def test_a_posting_goes_to_the_last_row_of_its_bucket_the_read_found(buckets, rows):
+    """The rows a check read tell where each of its postings goes: a bucket's last row, the next
+    once that one is full (not past the bucket's last possible row), its first for an empty one."""
+    buckets = sorted(n << 24 << 12 for n in buckets)
+    rows = {((n << 24 << 12) + row): ROW_IDS * 4 if full else 8 for n, row, full in rows}
+    expected = []
+    for bucket in buckets:
+        mine = [key for key in rows if bucket <= key <= bucket + 4095]
+        last = max(mine, default=None)
+        full = last is not None and rows[last] >= ROW_IDS * 4 and last < bucket + 4095
+        expected.append(bucket if last is None else last + full)
+    read = np.zeros(len(rows), dtype=postgres_search._ROW_READ)
+    read["key"], read["size"] = list(rows), list(rows.values())
+    tails = postgres_search._tails(buckets, read)
+    assert [postgres_search._target(bucket, tails[bucket]) for bucket in buckets] == expected
+
+
+@given(
     st.lists(st.tuples(st.integers(0, 3), st.lists(st.integers(0, 12), max_size=8)), max_size=12),
     st.lists(st.integers(1, 4), min_size=1, max_size=4),
 )

@@ -30,7 +30,7 @@ def engine(postgres_url):
 @pytest.fixture(scope="module")
 def session(postgres_url):
     with psycopg.connect(postgres_url, autocommit=True) as db:
-        yield Pipeline(db.pgconn, db.info.encoding)
+        yield Pipeline(db.pgconn, db.info.encoding, db)
 
 
 def _echo(session: Pipeline, query: str, *args):

@@ -17,15 +17,15 @@ import contextlib
 import itertools
 import re
 import select
-import struct
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 try:
     from psycopg import DataError, OperationalError, errors, pq
+    from psycopg.adapt import Transformer
 except ImportError:  # pragma: no cover - without the extra, PostgresIndex refuses to start
-    DataError = OperationalError = errors = pq = None
+    DataError = OperationalError = errors = pq = Transformer = None
 
 BYTEA = 17  # the type of a bytes parameter, sent binary; the others are sent as text
 MOST_PREPARED = 256  # statements kept prepared on a session; the least recently used go first
@@ -33,19 +33,10 @@ _SYNC = "sync"  # a queue entry: the end of a pipeline segment
 _PLACEHOLDER = re.compile(r"%%|%s")
 
 
-def _integer(value: bytes) -> int:
-    return int.from_bytes(value, "big", signed=True)
-
-
-_FLOAT4, _FLOAT8 = struct.Struct(">f"), struct.Struct(">d")
-# Binary results by type oid: int8, int2, int4, oid, float4, float8, bool, bytea, void; text
-# types (text, varchar, name, unknown, bpchar) are decoded with the session's encoding.
-_DECODERS: dict[int, Callable[[bytes], Any]] = {
-    20: _integer, 21: _integer, 23: _integer, 26: lambda v: int.from_bytes(v, "big"),
-    700: lambda v: _FLOAT4.unpack(v)[0], 701: lambda v: _FLOAT8.unpack(v)[0],
-    16: lambda v: v == b"\x01", 17: bytes, 2278: lambda v: None,
-}  # fmt: skip
-_TEXT_TYPES = frozenset({25, 1043, 19, 705, 1042})
+# The result types the index reads (int8, int2, int4, oid, float4, float8, bool, bytea, void,
+# text, varchar, name, unknown, bpchar), loaded by psycopg's own binary loaders; void as None.
+_READ_TYPES = frozenset({20, 21, 23, 26, 700, 701, 16, 17, 2278, 25, 1043, 19, 705, 1042})
+_VOID = 2278
 
 
 class Rows:
@@ -85,8 +76,9 @@ class Rows:
 class Pipeline:
     """One session's statements, each sent at once and answered when read, in order."""
 
-    def __init__(self, pgconn: Any, encoding: str = "utf-8") -> None:
+    def __init__(self, pgconn: Any, encoding: str = "utf-8", context: Any = None) -> None:
         self.pg, self.encoding = pgconn, encoding
+        self.loader = Transformer(context)  # psycopg's loaders (of ``context``'s connection: its encoding)
         self.prepared: OrderedDict[tuple[str, tuple[int, ...]], bytes] = OrderedDict()
         # What the server will answer, in order: a statement's rows, a preparation, a sync.
         self.queue: deque[Rows | tuple[str, tuple[int, ...]] | str] = deque()
@@ -233,7 +225,7 @@ class Pipeline:
         else:
             try:
                 entry._rows, entry.names = self._rows_of(results[-1])
-            except (TypeError, ValueError, struct.error) as exc:  # a type not read here: the read raises
+            except (TypeError, ValueError, DataError) as exc:  # a type not read here: the read raises
                 entry._error = exc
             entry.status = (results[-1].command_status or b"").decode(self.encoding, "replace")
 
@@ -251,21 +243,20 @@ class Pipeline:
     def _rows_of(self, result: Any) -> tuple[list[tuple], list[str]]:
         fields, count = result.nfields, result.ntuples
         names = [result.fname(n).decode(self.encoding) for n in range(fields)]
+        kinds = [result.ftype(n) for n in range(fields)]
+        for kind in kinds:
+            if kind not in _READ_TYPES:
+                raise TypeError(f"a result column of type oid {kind} is not read from PostgreSQL")
         if not count:
             return [], names
-        value, columns = result.get_value, []
-        for field in range(fields):
-            kind = result.ftype(field)
-            if kind in _TEXT_TYPES:
-                encoding = self.encoding
-                decode: Callable[[bytes], Any] = lambda v, e=encoding: v.decode(e)  # noqa: E731
-            elif kind in _DECODERS:
-                decode = _DECODERS[kind]
-            else:
-                raise TypeError(f"a result column of type oid {kind} is not read from PostgreSQL")
-            column = [value(row, field) for row in range(count)]
-            columns.append([None if v is None else decode(v) for v in column])
-        return list(zip(*columns, strict=True)), names
+        self.loader.set_pgresult(result, set_loaders=True, format=pq.Format.BINARY)
+        rows = self.loader.load_rows(0, count, tuple)
+        if _VOID in kinds:  # a function that returns nothing (a lock's): None, not b""
+            voids = [kind == _VOID for kind in kinds]
+            rows = [
+                tuple(None if void else value for void, value in zip(voids, row, strict=True)) for row in rows
+            ]
+        return rows, names
 
 
 def _numbered(query: str) -> str:

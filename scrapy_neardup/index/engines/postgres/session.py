@@ -39,7 +39,7 @@ class Session:
 
     def __init__(self, connect: Callable[[], Any], schema: str, path: str) -> None:
         self.connect, self.db = connect, connect()
-        self.pipeline = Pipeline(self.db.pgconn, self.db.info.encoding)
+        self.pipeline = Pipeline(self.db.pgconn, self.db.info.encoding, self.db)
         self.schema, self.path, self.name = schema, path, path
         self._depth = 0
         self.search: Any = None  # the index's search (``search.PostgresSearch``), set by the index
@@ -102,7 +102,7 @@ class Session:
         with contextlib.suppress(Exception):
             self.db.close()
         self.db = self.connect()
-        self.pipeline = Pipeline(self.db.pgconn, self.db.info.encoding)
+        self.pipeline = Pipeline(self.db.pgconn, self.db.info.encoding, self.db)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
