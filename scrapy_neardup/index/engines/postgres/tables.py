@@ -64,8 +64,8 @@ def create_statements(schema: str) -> list[str]:
 def bucket_read(table: str, low: str) -> str:
     """A LATERAL subquery of the rows of the bucket of ``table`` whose keys are ``low`` to
     ``low`` + 4095 (``packing``). Ordered by key and limited to those 4096 keys, so that the
-    generic plan, which cannot see ``low``, reads them by an index scan: unordered, it
-    expects thousands of rows a bucket and builds a bitmap for each, five times the
-    executor's time at 10**6 pages (EXPLAIN ANALYZE of a check's read)."""
+    generic plan, which cannot see ``low``, reads them by an index scan: unordered, at 10**6
+    pages it expected thousands of rows a bucket and built a bitmap for each (docs/postgres.md,
+    "Differences from SQLite")."""
     rows = f"SELECT key, docs FROM {table} WHERE key BETWEEN {low} AND {low} + 4095"
     return f"LATERAL ({rows} ORDER BY key LIMIT 4096)"
