@@ -219,7 +219,7 @@ class PostgresSearch:
         # there, so a count never falls below the spots shared.
         lookup, args = self.engine.lookup_read(keys)
         buckets, bucket = spot_bucket(ranges[:, 0]).tolist(), bucket_read(t("spot_lists"), "r.low")
-        looked_rows, rows_read, joined = execute(
+        looked_rows, rows_read, ids_read = execute(
             f"SELECT (SELECT string_agg(l.docs, ''::bytea) FROM ({lookup}) AS l), "
             "string_agg(int4send(r.n::integer) || int4send(octet_length(s.docs)) || int8send(s.key), "
             "''::bytea), "
@@ -228,16 +228,11 @@ class PostgresSearch:
             [*args, ints(buckets)],
         ).fetchone()
         looked = set().union(*self.engine.lookup_members([looked_rows or b""], keys))
-        rows = np.frombuffer(rows_read or b"", dtype=_ROW_READ)
+        rows, joined = np.frombuffer(rows_read or b"", dtype=_ROW_READ), ids_read or b""
         self._tails = (self._walked, _tails(buckets, rows))
         spotted: dict[int, tuple[int, int]] = {}  # a page found by its spots: the partitions it may be in
         if len(ranges) and min(needs) == max(needs):  # most probes: one count for every partition
-            whole = (
-                [(joined or b"",)]
-                if not (rows["size"] % 4).any()
-                else [(b,) for _, b in _split(rows, joined)]
-            )
-            spotted = dict.fromkeys(counted(whole, needs[0]), (parts.start, parts.stop - 1))
+            spotted = dict.fromkeys(counted([(joined,)], needs[0]), (parts.start, parts.stop - 1))
         elif len(ranges):
             reach = (ranges[:, 1] & 4095).tolist()  # the last partition each probed spot is read in
             lists = [(reach[n - 1], blob) for n, blob in _split(rows, joined)]
@@ -307,12 +302,12 @@ def _target(bucket: int, tail: tuple[int, int] | None) -> int:
     return key + (size >= ROW_IDS * 4 and key < bucket + 4095)
 
 
-def _split(rows: np.ndarray, joined: bytes | None) -> list[tuple[int, bytes]]:
+def _split(rows: np.ndarray, joined: bytes) -> list[tuple[int, bytes]]:
     """The (probed spot, ids) of each bucket row read, from the read's rows (``_ROW_READ``) and
     the rows' ids one after the other (a damaged row, not whole ids, is cut in the count)."""
     split, at = [], 0
     for n, size in zip(rows["n"].tolist(), rows["size"].tolist(), strict=True):
-        split.append((n, (joined or b"")[at : at + size]))
+        split.append((n, joined[at : at + size]))
         at += size
     return split
 
