@@ -316,6 +316,9 @@ class CrawlSession:
         if self.settings.report is not None:
             self.write_report()
         self.detector.close()
+        unrecorded = getattr(index, "unrecorded", 0)  # known once the index's last answers are read
+        if unrecorded:
+            self.stats.set_value("neardup/unrecorded", unrecorded)
 
     def _close_failed(self, what: str, exc: Exception) -> None:
         """One line for a storage failure at close (the index is unreachable or full); a traceback

@@ -129,6 +129,11 @@ class Ledger:
         return found.get("action") if found else None
 
     @property
+    def unrecorded(self) -> int:
+        """Pages let through whose record the engine could not confirm (``commit_unawaited``)."""
+        return getattr(self.engine, "unrecorded", 0)
+
+    @property
     def interrupted_runs(self) -> bool:
         return bool(self._unclean)
 
@@ -311,6 +316,9 @@ class Ledger:
         """Write a record with its place in the counts and sets; a revisit's old record leaves its
         lookup keys (its content changed) and its count."""
         engine, scope_id = self.engine, row["scope"]
+        let_through = getattr(engine, "commit_unawaited", None)  # an engine that need not wait for it
+        if let_through is not None:
+            let_through(row["url"] if row["status"] == "unique" else None)
         if old is not None:
             self.unstore(doc_id, old)
             if old.get("duplicate_of") is not None:

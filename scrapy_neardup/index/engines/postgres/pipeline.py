@@ -5,7 +5,8 @@ machinery cost the client about 55 us a statement, as much as the server's work 
 (docs/scale.md, "Where its time goes"). Here each statement is prepared once on its session,
 sent with its parameters as text (bytes as binary) and answered in binary, and nothing is
 waited for until a result is read: a check waits for the server where it needs an answer,
-and once at its end (``sync``).
+and once at its end (``sync``), or not at all when it lets its page through
+(``commit_unawaited``: its answers are read with the next check's).
 
 Parameters: None, bool, int, float, str, bytes, and lists of str or int (as array text, cast in
 the query where the server cannot tell the type). Results: integers, floats, text, bytea, bool.
@@ -73,6 +74,16 @@ class Rows:
         return iter(self.fetchall())
 
 
+class Unawaited:
+    """The end of a segment whose answers nobody waits for (a COMMIT that lets a page through):
+    read before the next statement's, and its outcome told to ``Pipeline.on_unawaited``."""
+
+    __slots__ = ("commit", "what")
+
+    def __init__(self, commit: Rows, what: str) -> None:
+        self.commit, self.what = commit, what
+
+
 class Pipeline:
     """One session's statements, each sent at once and answered when read, in order."""
 
@@ -81,12 +92,14 @@ class Pipeline:
         self.loader = Transformer(context)  # psycopg's loaders (of ``context``'s connection: its encoding)
         self.prepared: OrderedDict[tuple[str, tuple[int, ...]], bytes] = OrderedDict()
         # What the server will answer, in order: a statement's rows, a preparation, a sync.
-        self.queue: deque[Rows | tuple[str, tuple[int, ...]] | str] = deque()
+        self.queue: deque[Rows | tuple[str, tuple[int, ...]] | str | Unawaited] = deque()
         self.error: Exception | None = None  # the first error since the last sync
         self.error_raised = False  # whether a read has raised it already
         self._asked = True  # whether the server was asked to send what it has for the queue
         self.broken = False  # answers were left unread by a failure: the session is not usable
         self._named = 0
+        # Told (what, error or None) how each unawaited COMMIT ended, when its answer is read.
+        self.on_unawaited: Any = lambda what, error: None
         self._read, self._both = select.poll(), select.poll()
         self._read.register(pgconn.socket, select.POLLIN)
         self._both.register(pgconn.socket, select.POLLIN | select.POLLOUT)
@@ -137,6 +150,26 @@ class Pipeline:
         self.error, self.error_raised = None, False
         if error is not None and not raised and raising:
             raise error
+
+    def commit_unawaited(self, what: str) -> None:
+        """End the transaction without reading its answers: they are read before the next
+        statement's, while the caller goes on with its own work. The COMMIT is a segment of its
+        own: after a failed statement it runs all the same, and rolls back (an aborted segment
+        would skip it, and leave the transaction open for the next to fail in)."""
+        self._enter()
+        self.pg.pipeline_sync()
+        self.queue.append(_SYNC)
+        commit = self.command("COMMIT")
+        self.pg.pipeline_sync()
+        self.queue.append(Unawaited(commit, what))
+        self._asked = True  # a sync has the server send what it has
+        with self._reading():
+            self._flush()
+
+    @property
+    def unawaited(self) -> list[str]:
+        """What the unawaited COMMITs not yet answered were for."""
+        return [entry.what for entry in self.queue if isinstance(entry, Unawaited)]
 
     def wait(self, rows: Rows) -> None:
         """Read answers until ``rows`` has its own."""
@@ -207,15 +240,23 @@ class Pipeline:
         return self.pg.get_result()
 
     def _read_entry(self) -> None:
-        entry = self.queue.popleft()
-        if entry is _SYNC:
+        entry = self.queue[0]  # taken once answered: a connection lost meanwhile leaves it queued
+        if entry is _SYNC or isinstance(entry, Unawaited):
             result = self._result()
+            self.queue.popleft()
             if result is None or result.status != pq.ExecStatus.PIPELINE_SYNC:
                 raise OperationalError("the server's answers are out of order")
+            if isinstance(entry, Unawaited):  # its error is its own, not the next segment's
+                error = self.error
+                if error is None and entry.commit.status != "COMMIT":
+                    error = OperationalError("the transaction failed and was not committed")
+                self.error, self.error_raised = None, False
+                self.on_unawaited(entry.what, error)
             return
         results = []
         while (result := self._result()) is not None:
             results.append(result)
+        self.queue.popleft()
         error = self._error_of(results)
         if not isinstance(entry, Rows):  # a preparation: one that failed or was skipped is none
             if error is not None:

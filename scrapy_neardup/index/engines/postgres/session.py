@@ -9,15 +9,24 @@ second's probe), so the second waits until the first commits, then reads its pos
 they never both pass. Unrelated pages take other locks and run in parallel. A deadlock
 (rows locked in another order: a revisit's old postings, URL rules) fails one transaction
 (``Conflict``: the Detector judges the page again, a bounded number of times).
+
+A transaction that records only pages let through (admitted as unique) is committed without
+waiting for the answer (``commit_unawaited``): the page passes whatever the COMMIT's outcome,
+and the server commits while the crawler goes on to the next page. The answer is read before
+the next statement's; a COMMIT that failed (or whose connection was lost before it answered)
+is logged and counted (``unrecorded``): its page was let through, unrecorded. A page dropped
+as a duplicate always waits for its record.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from typing import Any
 
+from ....exceptions import one_line
 from ...base import Conflict
 from .pipeline import Pipeline, Rows
 
@@ -26,6 +35,8 @@ try:
     from psycopg import errors
 except ImportError:  # pragma: no cover - without the extra, PostgresIndex refuses to start
     psycopg = errors = None
+
+logger = logging.getLogger(__name__)
 
 
 def conflicts() -> tuple[type[Exception], ...]:
@@ -39,9 +50,11 @@ class Session:
 
     def __init__(self, connect: Callable[[], Any], schema: str, path: str) -> None:
         self.connect, self.db = connect, connect()
-        self.pipeline = Pipeline(self.db.pgconn, self.db.info.encoding, self.db)
+        self.pipeline = self._pipeline()
         self.schema, self.path, self.name = schema, path, path
         self._depth = 0
+        self._recorded: list[str | None] = []  # the transaction's pages: let through, or None (``commit_unawaited``)
+        self.unrecorded = 0  # pages let through whose unawaited COMMIT failed or was never answered
         self.search: Any = None  # the index's search (``search.PostgresSearch``), set by the index
         self._next_doc: Any = None  # a check's document id, asked for with its locks (``lock``)
         self._writes: dict[Hashable, tuple[str, list[Any]]] = {}  # a transaction's writes (``later``)
@@ -97,12 +110,34 @@ class Session:
         elif keys:
             self.execute(locks, [ints(sorted(set(keys)))])
 
+    def commit_unawaited(self, page: str | None) -> None:
+        """The transaction recorded ``page``, let through, or (None) a page whose record must be
+        waited for: its COMMIT goes unawaited when every page it recorded was let through."""
+        if self._depth:
+            self._recorded.append(page)
+
+    def _pipeline(self) -> Pipeline:
+        pipeline = Pipeline(self.db.pgconn, self.db.info.encoding, self.db)
+        pipeline.on_unawaited = self._unawaited_ended
+        return pipeline
+
+    def _unawaited_ended(self, what: str, error: Exception | None) -> None:
+        """How an unawaited COMMIT ended: a failure is logged (the first at WARNING) and counted."""
+        if error is None:
+            return
+        self.unrecorded += 1
+        log = logger.warning if self.unrecorded == 1 else logger.debug
+        log(
+            "scrapy-neardup: %s was let through but not recorded in %s (%s); pages whose record "
+            "fails are counted as neardup/unrecorded, and logged again only at DEBUG",
+            what, self.path, one_line(f"{type(error).__name__}: {error}"),
+        )  # fmt: skip
+
     def _reconnect(self) -> None:
         """A server lost and back: a new connection (a failure is a storage error: the page passes)."""
-        with contextlib.suppress(Exception):
-            self.db.close()
+        self._close()
         self.db = self.connect()
-        self.pipeline = Pipeline(self.db.pgconn, self.db.info.encoding, self.db)
+        self.pipeline = self._pipeline()
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
@@ -122,7 +157,7 @@ class Session:
             self._depth -= 1
             self._writes = {}  # sent, or rolled back with what failed
             if self._depth == 0:
-                self._next_doc = None
+                self._next_doc, self._recorded = None, []
 
     @contextlib.contextmanager
     def _outermost(self) -> Iterator[None]:
@@ -134,6 +169,9 @@ class Session:
             if self.search is not None:
                 self.search.begin()
             yield
+            if self._recorded and None not in self._recorded:
+                pipeline.commit_unawaited(", ".join(map(str, self._recorded)))
+                return
             committed = pipeline.command("COMMIT")
             pipeline.sync()
             if committed.status != "COMMIT":  # a failed statement whose error was caught and let go
@@ -144,11 +182,12 @@ class Session:
 
     @contextlib.contextmanager
     def _savepoint(self, name: str) -> Iterator[None]:
-        pipeline = self.pipeline
+        pipeline, recorded = self.pipeline, len(self._recorded)
         pipeline.command(f"SAVEPOINT {name}")
         try:
             yield
         except BaseException:
+            del self._recorded[recorded:]  # what it recorded is rolled back
             # An error of the server's skips what follows it until a sync: read to one, then
             # roll back to the savepoint (a failed savepoint leaves the transaction failed: its
             # COMMIT is not committed, and says so).
@@ -176,6 +215,18 @@ class Session:
         yield
 
     def close(self) -> None:
+        self._close()
+
+    def _close(self) -> None:
+        """Close the connection once the unawaited COMMITs are answered; one never answered
+        (the connection lost) may or may not have committed: it counts as unrecorded."""
+        with contextlib.suppress(Exception):
+            if self.pipeline.unawaited and not self.pipeline.broken:
+                self.pipeline.sync(raising=False)
+        lost = psycopg.OperationalError("the connection was lost before the COMMIT's answer")
+        for what in self.pipeline.unawaited:
+            self._unawaited_ended(what, lost)
+        self.pipeline.queue.clear()
         with contextlib.suppress(Exception):
             self.db.close()
 
