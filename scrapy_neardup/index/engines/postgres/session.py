@@ -53,7 +53,7 @@ class Session:
         self.pipeline = self._pipeline()
         self.schema, self.path, self.name = schema, path, path
         self._depth = 0
-        self._recorded: list[str | None] = []  # the transaction's pages: let through, or None (``commit_unawaited``)
+        self._recorded: list[str | None] = []  # its pages: let through, or None (``commit_unawaited``)
         self.unrecorded = 0  # pages let through whose unawaited COMMIT failed or was never answered
         self.search: Any = None  # the index's search (``search.PostgresSearch``), set by the index
         self._next_doc: Any = None  # a check's document id, asked for with its locks (``lock``)
