@@ -24,13 +24,14 @@ from ..config import DedupConfig
 from ..methods import CollectionStats, Fingerprint, counts_terms
 from ..text import storable
 from ..verdict import Verdict
-from . import schema, url_ledger
+from . import schema
 from .base import Earlier, Match
 from .codecs import SIGNATURE_FIELDS, damaged_record
 from .engine import Engine, retried
 from .lookup_keys import lookup_keys, raw_key
 from .records import clean_record, earlier_of, stored_fingerprint, stored_row, verdict_of
 from .runs import of_earlier_crawl, running
+from .url_ledger import UrlLedger
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ _COPIED = ("title", "tokens", "language", "raw_hash", "exact", "simhash", "spot_
 SIGNATURES = ("status", "scope", "raw_hash", *SIGNATURE_FIELDS[1:])
 
 
-class Ledger:
+class Ledger(UrlLedger):
     """The storage protocol's ``Store`` and ``Reader`` over an engine."""
 
     def __init__(self, engine: Engine, config: DedupConfig) -> None:
@@ -60,6 +61,8 @@ class Ledger:
         self._scope_names: dict[int, str] = {}
         self._simhash_keys = not config.simhash_within_spotsigs
         self.search = getattr(engine, "search", None)
+        # An engine that need not wait for the record of a page let through (``_store``).
+        self._let_through: Callable[[str | None], None] | None = getattr(engine, "commit_unawaited", None)
         self.clock: Callable[[], float] = time.time  # when a page is seen (a benchmark's days)
         if not engine.map_get(META, ["application"]):
             with engine.transaction():
@@ -316,9 +319,8 @@ class Ledger:
         """Write a record with its place in the counts and sets; a revisit's old record leaves its
         lookup keys (its content changed) and its count."""
         engine, scope_id = self.engine, row["scope"]
-        let_through = getattr(engine, "commit_unawaited", None)  # an engine that need not wait for it
-        if let_through is not None:
-            let_through(row["url"] if row["status"] == "unique" else None)
+        if self._let_through is not None:
+            self._let_through(row["url"] if row["status"] == "unique" else None)
         if old is not None:
             self.unstore(doc_id, old)
             if old.get("duplicate_of") is not None:
@@ -401,35 +403,6 @@ class Ledger:
             "forgotten": _count(self.engine.map_get(META, ["forgotten"]).get("forgotten")),
             "bytes": self.engine.size(),
         }  # fmt: skip
-
-    # --- learned URL rules (``url_ledger``) ------------------------------------------------
-
-    def url_rules(self) -> list[tuple[str, Any, Any, Any]]:
-        return url_ledger.url_rules(self.engine)
-
-    def add_url_evidence(self, changes: dict[str, tuple[int, int]], adopt_at: int) -> dict:
-        return url_ledger.add_url_evidence(self.engine, changes, adopt_at)
-
-    def set_url_rule(self, rule: str, status: str, at: float | None = None) -> None:
-        url_ledger.set_url_rule(self.engine, rule, status, at)
-
-    def add_url_skip(self, rules: list[str], url: str, target: str, request: bytes) -> None:
-        url_ledger.add_url_skip(self.engine, rules, url, target, request)
-
-    def url_skips(self, rules: list[str]) -> list[tuple[int, bytes]]:
-        return url_ledger.url_skips(self.engine, rules)
-
-    def url_revived(self, ids: list[int]) -> None:
-        url_ledger.url_revived(self.engine, ids)
-
-    def url_skip_counts(self) -> dict[str, tuple[int, int]]:
-        return url_ledger.url_skip_counts(self.engine)
-
-    def url_skipped(self) -> list[tuple[str, str, bool | None, list[str]]]:
-        return url_ledger.url_skipped(self.engine)
-
-    def forget_url_rules(self) -> None:
-        url_ledger.forget_url_rules(self.engine)
 
     def stored(self, doc_id: int) -> tuple[Fingerprint, str | None, str | None]:
         """A record's stored signatures, source and revisit key (to copy the index elsewhere)."""

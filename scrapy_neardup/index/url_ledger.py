@@ -15,21 +15,101 @@ SAME, DIFFER, STATUS, CHANGED = "url_same", "url_differ", "url_status", "url_cha
 SKIP, SKIP_RULE = "skip", "skip_rule"  # a skipped request's document; the set of a rule's skips
 
 
-def url_rules(engine: Engine) -> list[tuple[str, Any, Any, Any]]:
-    """Every rule as stored, (its key's text, same, differ, status); ``url_rule.read_rule`` checks it."""
-    same, differ, status = (engine.map_get(name) for name in (SAME, DIFFER, STATUS))
-    return [
-        (rule, same.get(rule, 0), differ.get(rule, 0), status.get(rule, "learning"))
-        for rule in dict.fromkeys([*same, *differ, *status])  # as stored: a forged one may be bytes
-    ]
+class UrlLedger:
+    """The learned URL rules of a ledger (``ledger.Ledger``) over its ``engine``."""
 
+    engine: Engine
 
-def add_url_evidence(
-    engine: Engine, changes: dict[str, tuple[int, int]], adopt_at: int
-) -> dict[str, tuple[int, int, str, str]]:
-    """Add (same, differ) to rules' evidence and apply ``next_status`` in one transaction; each
-    rule's totals, as every process made them, and its status before and after."""
-    return retried(lambda: _add_evidence(engine, changes, adopt_at))
+    def url_rules(self) -> list[tuple[str, Any, Any, Any]]:
+        """Every rule as stored, (its key's text, same, differ, status); ``url_rule.read_rule`` checks it."""
+        same, differ, status = (self.engine.map_get(name) for name in (SAME, DIFFER, STATUS))
+        return [
+            (rule, same.get(rule, 0), differ.get(rule, 0), status.get(rule, "learning"))
+            for rule in dict.fromkeys([*same, *differ, *status])  # as stored: a forged one may be bytes
+        ]
+
+    def add_url_evidence(
+        self, changes: dict[str, tuple[int, int]], adopt_at: int
+    ) -> dict[str, tuple[int, int, str, str]]:
+        """Add (same, differ) to rules' evidence and apply ``next_status`` in one transaction; each
+        rule's totals, as every process made them, and its status before and after."""
+        return retried(lambda: _add_evidence(self.engine, changes, adopt_at))
+
+    def set_url_rule(self, rule: str, status: str, at: float | None = None) -> None:
+        def work() -> None:
+            with self.engine.transaction():
+                self.engine.map_set(STATUS, {rule: status})
+                self.engine.map_set(CHANGED, {rule: at if at is not None else time.time()})
+
+        retried(work)
+
+    def add_url_skip(self, rules: list[str], url: str, target: str, request: bytes) -> None:
+        """Keep a skipped request with the rules that predicted it (an empty ``request``: one tag
+        mode fetched, that the rules would have skipped)."""
+
+        def work() -> None:
+            with self.engine.transaction():
+                skip = self.engine.new_id(SKIP)
+                self.engine.put(SKIP, skip, {"url": url, "target": target, "request": request, "revived": 0})
+                for rule in rules:
+                    self.engine.add(SKIP_RULE, rule, skip)
+
+        retried(work)
+
+    def url_skips(self, rules: list[str]) -> list[tuple[int, bytes]]:
+        """The requests these rules skipped that were not scheduled again since: (id, the request)."""
+        ids = sorted(set().union(*self.engine.members(SKIP_RULE, rules))) if rules else []
+        return [
+            (skip, found["request"])
+            for skip, found in zip(ids, self.engine.get(SKIP, ids), strict=True)
+            if found and found.get("request") and not found.get("revived")
+        ]
+
+    def url_revived(self, ids: list[int]) -> None:
+        def work() -> None:
+            with self.engine.transaction():
+                for skip in ids:
+                    self.engine.put(SKIP, skip, {"revived": 1})
+
+        retried(work)
+
+    def url_skip_counts(self) -> dict[str, tuple[int, int]]:
+        """For each rule, the requests it skipped and how many were scheduled again (tag mode's
+        would-be skips left out)."""
+        rules, counts = self._rules_of_skips(), {}
+        for skip, found in _skipped(self.engine):
+            if found.get("request"):
+                for rule in rules.get(skip, ()):
+                    count, revived = counts.get(rule, (0, 0))
+                    counts[rule] = (count + 1, revived + bool(found.get("revived")))
+        return counts
+
+    def url_skipped(self) -> list[tuple[str, str, bool | None, list[str]]]:
+        """Every skipped request in the order skipped: (its URL, the page it was predicted to copy,
+        whether it was scheduled again (None: tag mode fetched it), the rules that predicted it)."""
+        rules = self._rules_of_skips()
+        return [
+            (str(found.get("url", "")), str(found.get("target", "")), _revived(found), rules.get(skip, []))
+            for skip, found in _skipped(self.engine)
+        ]
+
+    def forget_url_rules(self) -> None:
+        """Forget every rule, and the requests they skipped (NEARDUP_URL_RULES_RESET)."""
+
+        def work() -> None:
+            with self.engine.transaction():
+                self.engine.clear([SAME, DIFFER, STATUS, CHANGED, SKIP_RULE], [SKIP])
+
+        retried(work)
+
+    def _rules_of_skips(self) -> dict[int, list[str]]:
+        """Each skipped request's rules (a rule that skipped any has evidence: it was adopted)."""
+        rules = [str(row[0]) for row in self.url_rules()]
+        found: dict[int, list[str]] = {}
+        for rule, skips in zip(rules, self.engine.members(SKIP_RULE, rules), strict=True):
+            for skip in skips:
+                found.setdefault(skip, []).append(rule)
+        return found
 
 
 def _add_evidence(
@@ -49,95 +129,11 @@ def _add_evidence(
     return totals
 
 
-def set_url_rule(engine: Engine, rule: str, status: str, at: float | None) -> None:
-    def work() -> None:
-        with engine.transaction():
-            engine.map_set(STATUS, {rule: status})
-            engine.map_set(CHANGED, {rule: at if at is not None else time.time()})
-
-    retried(work)
-
-
-def add_url_skip(engine: Engine, rules: list[str], url: str, target: str, request: bytes) -> None:
-    """Keep a skipped request with the rules that predicted it (an empty ``request``: one tag
-    mode fetched, that the rules would have skipped)."""
-
-    def work() -> None:
-        with engine.transaction():
-            skip = engine.new_id(SKIP)
-            engine.put(SKIP, skip, {"url": url, "target": target, "request": request, "revived": 0})
-            for rule in rules:
-                engine.add(SKIP_RULE, rule, skip)
-
-    retried(work)
-
-
-def url_skips(engine: Engine, rules: list[str]) -> list[tuple[int, bytes]]:
-    """The requests these rules skipped that were not scheduled again since: (id, the request)."""
-    ids = sorted(set().union(*engine.members(SKIP_RULE, rules))) if rules else []
-    return [
-        (skip, found["request"])
-        for skip, found in zip(ids, engine.get(SKIP, ids), strict=True)
-        if found and found.get("request") and not found.get("revived")
-    ]
-
-
-def url_revived(engine: Engine, ids: list[int]) -> None:
-    def work() -> None:
-        with engine.transaction():
-            for skip in ids:
-                engine.put(SKIP, skip, {"revived": 1})
-
-    retried(work)
-
-
-def _rules_of_skips(engine: Engine) -> dict[int, list[str]]:
-    """Each skipped request's rules (a rule that skipped any has evidence: it was adopted)."""
-    rules = [str(row[0]) for row in url_rules(engine)]
-    found: dict[int, list[str]] = {}
-    for rule, skips in zip(rules, engine.members(SKIP_RULE, rules), strict=True):
-        for skip in skips:
-            found.setdefault(skip, []).append(rule)
-    return found
-
-
 def _skipped(engine: Engine) -> list[tuple[int, dict[str, Any]]]:
     ids = list(engine.listing(SKIP))
     return [(skip, found) for skip, found in zip(ids, engine.get(SKIP, ids), strict=True) if found]
 
 
-def url_skip_counts(engine: Engine) -> dict[str, tuple[int, int]]:
-    """For each rule, the requests it skipped and how many were scheduled again (tag mode's
-    would-be skips left out)."""
-    rules, counts = _rules_of_skips(engine), {}
-    for skip, found in _skipped(engine):
-        if found.get("request"):
-            for rule in rules.get(skip, ()):
-                count, revived = counts.get(rule, (0, 0))
-                counts[rule] = (count + 1, revived + bool(found.get("revived")))
-    return counts
-
-
-def url_skipped(engine: Engine) -> list[tuple[str, str, bool | None, list[str]]]:
-    """Every skipped request in the order skipped: (its URL, the page it was predicted to copy,
-    whether it was scheduled again (None: tag mode fetched it), the rules that predicted it)."""
-    rules = _rules_of_skips(engine)
-    return [
-        (str(found.get("url", "")), str(found.get("target", "")), _revived(found), rules.get(skip, []))
-        for skip, found in _skipped(engine)
-    ]
-
-
 def _revived(found: dict[str, Any]) -> bool | None:
     """Whether a skipped request was scheduled again; None: tag mode fetched it (nothing kept)."""
     return bool(found.get("revived")) if found.get("request") else None
-
-
-def forget_url_rules(engine: Engine) -> None:
-    """Forget every rule, and the requests they skipped (NEARDUP_URL_RULES_RESET)."""
-
-    def work() -> None:
-        with engine.transaction():
-            engine.clear([SAME, DIFFER, STATUS, CHANGED, SKIP_RULE], [SKIP])
-
-    retried(work)

@@ -135,7 +135,7 @@ class Session:
 
     def _reconnect(self) -> None:
         """A server lost and back: a new connection (a failure is a storage error: the page passes)."""
-        self._close()
+        self.close()
         self.db = self.connect()
         self.pipeline = self._pipeline()
 
@@ -215,9 +215,6 @@ class Session:
         yield
 
     def close(self) -> None:
-        self._close()
-
-    def _close(self) -> None:
         """Close the connection once the unawaited COMMITs are answered; one never answered
         (the connection lost) may or may not have committed: it counts as unrecorded."""
         with contextlib.suppress(Exception):
