@@ -45,7 +45,8 @@ class Arrival:
     several items; ``named``: False for an item without a URL, found again by its body's hash;
     ``revisit``: False for a page known to be new (an import, a benchmark's pages), which has
     no revisit key to look up. ``extractor`` overrides the configured one (``text`` for a body
-    that is main text already).
+    that is main text already). ``request``: the crawl request that fetched it, kept as data
+    (``crawl.kept_requests``), to fetch it again if this run dies before delivering it.
     """
 
     url: str
@@ -56,6 +57,7 @@ class Arrival:
     item: bool = False
     named: bool = True
     revisit: bool = True
+    request: bytes | None = None
 
 
 class Detector:
@@ -79,7 +81,7 @@ class Detector:
 
     def use_url_rules(self, rules: UrlModel) -> None:
         """Judge with the crawl's learned URL rules: a page they call the same as a record of an
-        earlier crawl is a revisit of it (``Decision.revisit_by_rules``)."""
+        earlier crawl is a revisit of it (``Decision``)."""
         self._decide.url_rules = rules
 
     # --- the whole road -------------------------------------------------------------------
@@ -155,7 +157,9 @@ class Detector:
         """The decision on a fingerprinted page in one transaction, tried again while another
         process changed what it read."""
         scope, key = self._place(page, raw if raw is not None else fp.raw_hash)
-        return self._atomically(lambda: self._decide(page.url, fp, scope, page.source, key, page.item))
+        return self._atomically(
+            lambda: self._decide(page.url, fp, scope, page.source, key, page.item, page.request)
+        )
 
     def _place(self, page: Arrival, raw: int | None) -> tuple[str, str | None]:
         """The page's scope and its revisit key: its canonical URL, its body's hash for an item
@@ -182,10 +186,6 @@ class Detector:
         original = self._guard(lambda: self.index.find_raw(raw, scope, key))
         if original is None:
             return None
-        if not page.item and self._guard(lambda: self._decide.same_by_rules(page.url, original)):
-            revisit = self._atomically(lambda: self._decide.revisit_by_rules(page.url, original))
-            if revisit is not None:
-                return revisit
         return self._record_copy(page, raw, original, scope, key)
 
     def _record_copy(

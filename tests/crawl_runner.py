@@ -3,9 +3,10 @@
     python tests/crawl_runner.py CONFIG.json
 
 CONFIG: {"start_urls": [...], "settings": {...}, "out": "result.json", "skip_pattern": "...",
-"dont_filter": false, "item_pattern": "...", "spider_args": {...}}. The result file gets the
-crawl's stats, the URLs that reached the spider's callback and, per URL, the ``neardup`` meta
-the middleware left; a failure to start prints the error and exits with status 2.
+"dont_filter": false, "item_pattern": "...", "spider_args": {...}, "close_delay": seconds}. The
+result file gets the crawl's stats, the URLs that reached the spider's callback and, per URL,
+the ``neardup`` meta the middleware left; a failure to start prints the error and exits with
+status 2.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import time
 
 import scrapy
 from scrapy import signals
@@ -103,6 +105,13 @@ def main() -> int:
         **config.get("spider_args", {}),
     )
     deferred.addErrback(lambda failure: failures.append(failure.getErrorMessage() or repr(failure.value)))
+    if config.get("close_delay"):  # a slow close (a feed stored far away): time to kill it meanwhile
+
+        def slow(spider) -> None:
+            spider.logger.info("Closing slowly (%s s)", config["close_delay"])
+            time.sleep(config["close_delay"])
+
+        crawler.signals.connect(slow, signals.spider_closed)
     if config.get("index_pages_left") is not None:  # a full disk, as SQLite meets it: SQLITE_FULL
 
         def fill(spider) -> None:  # a function held by this frame: signals keep weak references

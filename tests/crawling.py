@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -24,14 +24,24 @@ ADDON = {"ADDONS": {"scrapy_neardup.NearDupAddon": 0}}
 
 
 class QuietHandler(SimpleHTTPRequestHandler):
+    on_request: Callable[[str], None] | None = None
+
     def log_message(self, *args: object) -> None:
         pass
 
+    def send_head(self):  # every method's answer begins here
+        if self.on_request is not None:
+            self.on_request(self.path)
+        return super().send_head()
+
 
 @contextlib.contextmanager
-def serve(directory: Path) -> Iterator[str]:
-    """A real HTTP server on 127.0.0.1 (a free port) serving ``directory``; yields its base URL."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(QuietHandler, directory=str(directory)))
+def serve(directory: Path, on_request: Callable[[str], None] | None = None) -> Iterator[str]:
+    """A real HTTP server on 127.0.0.1 (a free port) serving ``directory``; yields its base URL.
+    ``on_request`` is told the path of every request it answers."""
+    told = staticmethod(on_request) if on_request else None
+    handler = type("Handler", (QuietHandler,), {"on_request": told})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(handler, directory=str(directory)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

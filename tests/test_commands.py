@@ -57,6 +57,23 @@ def test_scrapy_crawl_with_a_bad_setting_fails_in_one_line(tmp_path):
     assert not (tmp_path / "i.db").exists()
 
 
+def test_scrapy_crawl_with_a_misspelt_index_scheme_fails_in_one_line(tmp_path):
+    """A server URL of an unknown scheme is no file name: one line names the setting and the schemes."""
+    done = scrapy(
+        "crawl",
+        "news",
+        "-a",
+        "start_url=http://127.0.0.1:9/",
+        "-s",
+        "NEARDUP_INDEX=postgress://crawler@db/crawls",
+    )
+    assert done.returncode == 1, done.stderr[-2000:]
+    said = [line for line in done.stderr.splitlines() if "scrapy-neardup cannot start" in line]
+    assert len(said) == 1 and "NEARDUP_INDEX" in said[0] and "'postgress://'" in said[0], done.stderr[-2000:]
+    assert "postgresql://" in said[0] and "Traceback" not in done.stderr
+    assert not list(PROJECT.rglob("*postgress*"))  # no file made
+
+
 def _refused_in_one_line(done: subprocess.CompletedProcess, db: Path, needle: str) -> None:
     assert done.returncode == 1, done.stderr[-2000:]
     said = [line for line in done.stderr.splitlines() if "scrapy-neardup cannot start" in line]

@@ -103,8 +103,6 @@ def unjudged(reason: str) -> tuple[Request, TextResponse]:
     """A response the middleware passes on unjudged for ``reason``."""
     if reason == "opted_out":
         return respond("http://a.example/x", ARTICLE, neardup_skip=True)
-    if reason == "empty":
-        return respond("http://a.example/x", b"   ")
     request = Request("http://a.example/x")
     if reason == "http_status":
         return request, HtmlResponse(request.url, status=404, body=ARTICLE, request=request)
@@ -112,7 +110,7 @@ def unjudged(reason: str) -> tuple[Request, TextResponse]:
     return request, TextResponse(request.url, body=b"plain text", headers=plain, request=request)
 
 
-@pytest.mark.parametrize("reason", ["opted_out", "http_status", "not_html", "empty"])
+@pytest.mark.parametrize("reason", ["opted_out", "http_status", "not_html"])
 def test_the_middleware_passes_what_it_does_not_judge(tmp_path, reason):
     crawler = make_crawler(tmp_path)
     middleware = NearDupDownloaderMiddleware.from_crawler(crawler)
@@ -153,14 +151,32 @@ def test_items_of_a_json_response_are_judged_from_their_field(tmp_path):
     assert crawler.stats.get_value("neardup/skipped/not_html") == 1
 
 
-def test_a_page_seen_again_passes_as_a_revisit(tmp_path):
+def test_an_empty_page_is_recorded_not_judged_and_met_again_it_is_a_copy(tmp_path):
     crawler = make_crawler(tmp_path)
     middleware = NearDupDownloaderMiddleware.from_crawler(crawler)
     for _ in range(2):
+        request, response = respond("http://a.example/x", b"   ")
+        assert run(middleware.process_response(request, response)) is response
+    assert crawler.stats.get_value("neardup/skipped/empty") == 1
+    assert crawler.stats.get_value("neardup/duplicates/url") == 1
+    assert crawler.stats.get_value("neardup/checked") == 2
+
+
+def test_a_page_met_again_is_a_copy_within_a_crawl_and_a_revisit_in_the_next(tmp_path):
+    for crawl_ in ("first", "next"):
+        crawler = make_crawler(tmp_path)
+        middleware = NearDupDownloaderMiddleware.from_crawler(crawler)
         request, response = respond("http://a.example/library", ARTICLE)
         assert run(middleware.process_response(request, response)) is response
-    assert crawler.stats.get_value("neardup/revisits") == 1
-    assert crawler.stats.get_value("neardup/dropped") is None
+        if crawl_ == "first":  # the same URL again within the crawl: its links followed, a copy
+            request, response = respond("http://a.example/library", ARTICLE)
+            assert run(middleware.process_response(request, response)) is response
+            assert response.meta["neardup"]["method"] == "url" and response.meta["neardup"]["duplicate"]
+            assert crawler.stats.get_value("neardup/duplicates/url") == 1
+        else:
+            assert crawler.stats.get_value("neardup/revisits") == 1
+            assert crawler.stats.get_value("neardup/duplicates/url") is None
+        middleware.session.spider_closed(crawler.spider)
 
 
 def test_items_reuse_their_page_verdict_through_the_spider_middleware(tmp_path):

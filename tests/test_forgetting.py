@@ -8,14 +8,13 @@ import random
 import sqlite3
 
 import pytest
-from conftest import make_index
 from crawling import ADDON, crawl, expected
 
 from scrapy_neardup import DedupConfig, fingerprint
 from scrapy_neardup.detector import Detector
 from scrapy_neardup.index.engines.postgres.packing import lookup_entries
 from scrapy_neardup.index.forgetting import forget
-from scrapy_neardup.index.ledger import DOC, LOOKUP
+from scrapy_neardup.index.ledger import LOOKUP
 from scrapy_neardup.index.lookup_keys import lookup_keys
 
 CONFIG = DedupConfig(extractor="text", min_tokens=5)
@@ -164,24 +163,6 @@ def test_a_page_let_through_beside_a_forgotten_one_keeps_its_record(open_detecto
     assert forget(detector.index, before=clock.now - DAY) == 1
     kept = detector.index.get(let.doc_id)
     assert kept["status"] == "unique" and kept["duplicate_of"] is None
-
-
-def test_an_index_without_a_last_seen_column_gets_one(tmp_path):
-    path = tmp_path / "old.sqlite"
-    index = make_index("sqlite", CONFIG, tmp_path, "old.sqlite")
-    detector = Detector(CONFIG, index)
-    first = detector.check("http://e.example/1", article(30))
-    detector.close()
-    with sqlite3.connect(path) as db:  # as a file of an earlier release
-        db.execute("DROP INDEX documents_last_seen")
-        db.execute("ALTER TABLE documents DROP COLUMN last_seen")
-    index = make_index("sqlite", CONFIG, tmp_path, "old.sqlite")
-    try:
-        seen_at = index.engine.get(DOC, [first.doc_id], ("seen_at", "last_seen"))[0]
-        assert seen_at["last_seen"] == seen_at["seen_at"]
-        assert forget(index, before=seen_at["seen_at"] + 1) == 1
-    finally:
-        index.close()
 
 
 # --- in a crawl (tests/site on 127.0.0.1, one crawl a process) ----------------------------------

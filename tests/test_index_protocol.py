@@ -263,11 +263,14 @@ def test_skipped_requests_and_tag_modes_would_be_skips_read_back_apart(open_dete
     index.add_url_evidence({rule: (1, 0)}, 29)
     index.add_url_skip([rule], "http://x/a?sid=1", "http://x/a", b'{"url": "http://x/a?sid=1"}')
     index.add_url_skip([rule], "http://x/b?sid=2", "http://x/b", b"")
-    assert [skip[1] for skip in index.url_skips([rule])] == [b'{"url": "http://x/a?sid=1"}']
+    assert [skip[1:] for skip in index.url_skips([rule])] == [
+        ("http://x/a?sid=1", b'{"url": "http://x/a?sid=1"}')
+    ]
     assert index.url_skip_counts() == {rule: (1, 0)}
     assert index.url_skipped() == [
         ("http://x/a?sid=1", "http://x/a", False, [rule]), ("http://x/b?sid=2", "http://x/b", None, [rule])
     ]  # fmt: skip
-    index.url_revived([index.url_skips([rule])[0][0]])
+    skip = index.url_skips([rule])[0][0]
+    assert index.claim_url_skips([skip]) == [skip] and index.claim_url_skips([skip]) == []  # once
     assert index.url_skip_counts() == {rule: (1, 1)} and index.url_skips([rule]) == []
     assert [row[2] for row in index.url_skipped()] == [True, None]

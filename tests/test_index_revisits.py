@@ -11,7 +11,7 @@ import time
 from detectors import sqlite_detector
 
 from scrapy_neardup import DedupConfig
-from scrapy_neardup.index.runs import running
+from scrapy_neardup.index.runs import DEAD_AFTER, alive
 
 CONFIG = DedupConfig(min_tokens=20)
 STORY = " ".join(
@@ -107,18 +107,27 @@ def test_a_revisit_confirms_a_page_an_interrupted_run_admitted(tmp_path):
     assert copy.duplicate and copy.duplicate_of == original
 
 
-def test_a_run_whose_process_still_runs_is_not_interrupted(tmp_path):
+def _run(started_at: float, host: str, pid: int, beat_at: float | None = None) -> dict:
+    return {"started_at": started_at, "host": host, "pid": pid, "beat_at": beat_at}
+
+
+def test_a_run_whose_process_still_runs_is_alive_until_its_heartbeat_stops(tmp_path):
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    here, now = socket.gethostname(), time.time()
     try:
         time.sleep(0.2)
-        assert running(time.time(), socket.gethostname(), sleeper.pid)
+        assert alive(_run(now, here, sleeper.pid), now)
         # The same pid, but the run started before that process did: a pid reused after a kill.
-        assert not running(time.time() - 3600, socket.gethostname(), sleeper.pid)
+        assert not alive(_run(now - 3600, here, sleeper.pid, beat_at=now), now)
+        # Its process lives but it stopped beating (paused, or hung): dead to the others.
+        assert not alive(_run(now - 3600, here, sleeper.pid, beat_at=now - DEAD_AFTER - 1), now)
     finally:
         sleeper.kill()
         sleeper.wait()
-    assert not running(time.time(), socket.gethostname(), sleeper.pid)
-    assert running(time.time(), "another-host.example", 1)
+    assert not alive(_run(now, here, sleeper.pid), now)
+    assert alive(_run(now - 3600, "another-host.example", 1, beat_at=now - 5), now)
+    assert not alive(_run(now - 3600, "another-host.example", 1, beat_at=now - DEAD_AFTER - 1), now)
+    assert not alive(_run(now - DEAD_AFTER - 1, "another-host.example", 1), now)  # never beat
 
 
 def test_items_sharing_a_url_keep_a_record_each_and_are_revisits_when_seen_again(open_detector):

@@ -53,20 +53,55 @@ class Planted:
 # --- requests kept as data ------------------------------------------------------------------
 
 
-def test_a_kept_request_comes_back_with_its_callbacks_headers_body_and_meta():
+def test_a_kept_request_comes_back_with_its_callbacks_headers_and_meta():
     spider = NewsSpider()
     request = Request(
-        "http://x/a?id=1", callback=spider.parse_story, errback=spider.failed, method="POST",
-        headers={"X-Token": b"\xff\x00"}, body=b"\x00\xffbinary", meta={"depth": 2, "tags": ["a", None]},
+        "http://x/a?id=1", callback=spider.parse_story, errback=spider.failed,
+        headers={"X-Token": b"\xff\x00"}, meta={"depth": 2, "tags": ["a", None]},
         cookies={"k": "v"}, priority=-3, flags=["f"], cb_kwargs={"n": 1.5},
     )  # fmt: skip
     kept = kept_requests.keep(request, spider)
     assert kept is not None and json.loads(kept)["callback"] == "parse_story"
-    back = kept_requests.revive(kept, spider)
-    assert (back.url, back.method, back.body, back.priority) == (request.url, "POST", request.body, -3)
+    back = kept_requests.revive(kept, spider, "http://x/a?id=1")
+    assert (back.url, back.method, back.body, back.priority) == (request.url, "GET", b"", -3)
     assert back.callback == spider.parse_story and back.errback == spider.failed
     assert back.headers.getlist("X-Token") == [b"\xff\x00"]
     assert back.meta == request.meta and back.cb_kwargs == {"n": 1.5} and back.flags == ["f"]
+
+
+def test_how_a_request_travelled_is_not_kept():
+    """What Scrapy's components set on the way (a proxy, a slot, credentials, the default headers)
+    is left out: the revived request gets it anew from the same components."""
+    request = Request(
+        "http://x/a", meta={"proxy": "http://proxy:3128", "download_slot": "x", "download_timeout": 9,
+                            "redirect_urls": ["http://x/b"], "_neardup_again": 4, "note": "kept"},
+        headers={"User-Agent": "Scrapy", "Authorization": "Basic c2VjcmV0", "Cookie": "s=1", "X-Own": "1"},
+    )  # fmt: skip
+    fields = json.loads(kept_requests.keep(request, NewsSpider()))
+    assert fields["meta"] == {"note": "kept"} and fields["headers"] == {"X-Own": ["1"]}
+
+
+def _steering(**change) -> bytes:
+    fields = json.loads(kept_requests.keep(Request("http://x/a"), NewsSpider()))
+    return json.dumps({**fields, **change}).encode()
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        _steering(url="http://169.254.169.254/latest/meta-data/"),  # not its row's URL
+        _steering(method="POST"),
+        _steering(body="aGVsbG8="),
+        _steering(meta={"proxy": "http://attacker:8080"}),
+        _steering(meta={"download_slot": "internal"}),
+        _steering(headers={"Authorization": ["Bearer planted"]}),
+        _steering(headers={"cookie": ["session=planted"]}),
+    ],
+    ids=["another-url", "post", "body", "proxy", "slot", "authorization", "cookie"],
+)
+def test_a_row_that_says_how_to_travel_or_elsewhere_is_refused(row):
+    with pytest.raises(ValueError):
+        kept_requests.revive(row, NewsSpider(), "http://x/a")
 
 
 @pytest.mark.parametrize(
@@ -77,8 +112,9 @@ def test_a_kept_request_comes_back_with_its_callbacks_headers_body_and_meta():
         Request("http://x/a", meta={1: "int key"}),
         Request("http://x/a", callback=lambda response: None),  # no method of the spider
         FormRequest("http://x/a", formdata={"q": "1"}),  # a subclass's state is its own
+        Request("http://x/a", method="POST", body=b"q=1"),  # a page's URL is not what it asks for
     ],
-    ids=["tuple", "object", "int-key", "lambda", "subclass"],
+    ids=["tuple", "object", "int-key", "lambda", "subclass", "post"],
 )
 def test_a_request_that_is_not_plain_data_is_fetched_rather_than_kept(request_):
     assert kept_requests.keep(request_, NewsSpider()) is None

@@ -543,7 +543,7 @@ def test_the_requests_kept_for_the_check_are_a_bounded_uniform_sample():
 
     rules = UrlRules(index=None, stats=None)  # type: ignore[arg-type]
     for n in range(20_000):
-        rules._sample(Skipped(f"http://h/a?id={n}&sid=1", f"http://h/a?id={n}", ("sid",)))
+        rules._sample(Skipped(f"http://h/a?id={n}&sid=1", f"http://h/a?id={n}", ("sid",), n, b"{}"))
     met, sample = rules._unchecked["sid"]
     assert met == 20_000 and len(sample) == checks_needed(10**9) == 90
     late = sum(int(s.url.split("id=")[1].split("&")[0]) >= 10_000 for s in sample)

@@ -64,6 +64,13 @@ class ToyEngine:
         found = [self.data["docs"].get(_key(kind, doc)) for doc in docs]
         return [None if f is None else {k: _in(v) for k, v in f.items()} for f in found]
 
+    def compare_and_set(self, kind: str, doc: int, field: str, expected: Any, value: Any) -> bool:
+        found = self.get(kind, [doc])[0]
+        if found is None or found.get(field) != expected:
+            return False
+        self.put(kind, doc, {field: value})
+        return True
+
     def delete(self, kind: str, doc: int) -> None:
         self.data["docs"].pop(_key(kind, doc), None)
 

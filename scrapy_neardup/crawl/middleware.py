@@ -11,8 +11,10 @@ from scrapy.http import HtmlResponse, Request, Response
 
 from ..detector import Arrival
 from ..verdict import Verdict
+from . import kept_requests
 from .policy import Action, Outcome, why_dropped
 from .session import CrawlSession
+from .url_rules import FETCH
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -42,9 +44,10 @@ class NearDupDownloaderMiddleware:
 
     Meta keys read: ``neardup_skip`` (True: pass the response untouched, unjudged, and its
     items too). Log line (DEBUG, once unless ``NEARDUP_DEBUG``): ``Ignored near-duplicate
-    <url> of <url> (<method>, similarity <s>)``, ``Tagged ...`` in tag mode. Non-HTML, error
-    and empty responses pass untouched and count as ``neardup/skipped/<reason>``; their
-    items are judged by the pipeline from their content field.
+    <url> of <url> (<method>, similarity <s>)``, ``Tagged ...`` in tag mode. Non-HTML and error
+    responses pass untouched and count as ``neardup/skipped/<reason>``; their items are judged
+    by the pipeline from their content field. An empty or too short page passes, recorded as
+    not judged (``neardup/skipped/empty``, ``too_short``).
     """
 
     def __init__(self, session: CrawlSession) -> None:
@@ -55,6 +58,8 @@ class NearDupDownloaderMiddleware:
         return cls(CrawlSession.for_crawler(crawler))
 
     def process_request(self, request: Request, spider: Any = None) -> None:
+        if not request.meta.get(FETCH):  # a request of the crawl's own, not one read from the index
+            self.session.hosts.asked(request.url)
         urls = self.session.urls
         if urls is not None:  # a predicted copy of a page this crawl fetched: IgnoreRequest
             urls.before_download(request, spider)
@@ -62,21 +67,27 @@ class NearDupDownloaderMiddleware:
     async def process_response(self, request: Request, response: Response, spider: Any = None) -> Response:
         if request.meta.get("dont_obey_robotstxt") and request.url.endswith("/robots.txt"):
             return response  # Scrapy's own robots.txt fetch: not a page of the crawl
+        session = self.session
         reason = self.skip_reason(request, response)
         if reason:
-            self.session.skipped(reason)
+            session.skipped(reason)
+            session.recovery.fetched(request)
             if reason == "opted_out":  # nor are the page's items judged by the pipeline
                 request.meta[PAGE_VERDICT] = Verdict(response.url, None, False, skip_reason=reason)
             return response  # any other page's items (JSON, a feed) are judged by the pipeline
-        verdict = await self.session.judge(Arrival(response.url, response.body, _content_type(response)))
+        session.recovery.fetching(request)
+        kept = kept_requests.keep(request, session.crawler.spider if session.crawler else spider)
+        page = Arrival(response.url, response.body, _content_type(response), request=kept)
+        verdict = await session.judge(page)
+        session.recovery.fetched(request)  # after its record: until then the dead run's to recover
         request.meta[PAGE_VERDICT] = verdict  # for NearDupSpiderMiddleware: the page's items
-        self.session.page_judged(verdict)
-        if self.session.urls is not None:
-            self.session.urls.learn(request, response, verdict)
-        policy = self.session.policy
+        session.page_judged(verdict)
+        if session.urls is not None:
+            session.urls.learn(request, response, verdict)
+        policy = session.policy
         outcome = policy.outcome(verdict)
         if outcome is not None:
-            self.session.acted(verdict, outcome)
+            session.acted(verdict, outcome)
         if outcome is Outcome.IGNORED:
             raise IgnoreRequest(why_dropped(verdict))
         if policy.action is Action.TAG or verdict.duplicate or verdict.canonical:
@@ -93,9 +104,7 @@ class NearDupDownloaderMiddleware:
         content_type = (response.headers.get(b"Content-Type") or b"").split(b";")[0].strip().lower()
         if not (isinstance(response, HtmlResponse) or content_type in HTML_TYPES):
             return "not_html"
-        if not response.body.strip():
-            return "empty"
-        return None
+        return None  # an empty page too: recorded (not judged), so that it is met again by its URL
 
 
 def _content_type(response: Response) -> str | None:
@@ -120,15 +129,19 @@ class NearDupSpiderMiddleware:
     def from_crawler(cls, crawler: Crawler) -> NearDupSpiderMiddleware:
         return cls(CrawlSession.for_crawler(crawler))
 
+    async def process_start(self, start: AsyncIterable[Any]) -> AsyncIterator[Any]:
+        async for output in start:
+            if isinstance(output, Request):
+                self.session.hosts.asked(output.url)
+            yield output
+
     def process_spider_output(
         self, response: Response, result: Iterable[Any], spider: Any = None
     ) -> Iterable[Any]:
         verdict, items = response.meta.get(PAGE_VERDICT), 0
         try:
             for output in result:
-                if verdict is not None and not isinstance(output, Request):
-                    self.session.link_item(output, verdict)
-                    items += 1
+                items += self._passed(output, verdict)
                 yield output
         finally:
             if verdict is not None:
@@ -140,10 +153,19 @@ class NearDupSpiderMiddleware:
         verdict, items = response.meta.get(PAGE_VERDICT), 0
         try:
             async for output in result:
-                if verdict is not None and not isinstance(output, Request):
-                    self.session.link_item(output, verdict)
-                    items += 1
+                items += self._passed(output, verdict)
                 yield output
         finally:
             if verdict is not None:
                 self.session.page_parsed(verdict, items)
+
+    def _passed(self, output: Any, verdict: Verdict | None) -> int:
+        """Note what the spider yields: a request's host is one the crawl asks for; an item (1)
+        takes its page's verdict."""
+        if isinstance(output, Request):
+            self.session.hosts.asked(output.url)
+            return 0
+        if verdict is None:
+            return 0
+        self.session.link_item(output, verdict)
+        return 1

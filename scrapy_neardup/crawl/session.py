@@ -20,12 +20,17 @@ from scrapy import signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import DontCloseSpider, NotConfigured
 from scrapy.statscollectors import StatsCollector
+from twisted.internet import task
 
 from ..config import DedupConfig
+from ..decision import SAME_URL
 from ..detector import Arrival, Detector
 from ..exceptions import IndexFailure, NearDupError, one_line
+from ..index.runs import BEAT_EVERY
 from ..verdict import Verdict
+from .hosts import Hosts
 from .policy import Outcome, Policy
+from .recovery import Recovery
 from .settings import CrawlSettings
 from .start import open_session_parts, said_once
 from .url_rules import UrlRules
@@ -57,6 +62,7 @@ class CrawlSession:
         detector: Detector,
         stats: StatsCollector,
         urls: UrlRules | None = None,
+        recovery: Recovery | None = None,
     ) -> None:
         self.config = config
         self.settings = settings
@@ -68,7 +74,11 @@ class CrawlSession:
         self._pages: OrderedDict[int, _Parsed] = OrderedDict()  # admitted pages of this crawl, by id
         self._logged_once = False
         self._failures: set[str] = set()
-        self._met: OrderedDict[int, str] = OrderedDict()  # records this crawl met -> the URL it met first
+        self.recovery = recovery or Recovery(detector.index, stats, None, Hosts(None))
+        self.hosts = self.recovery.hosts  # the hosts the crawl asks for
+        self.crawler: Crawler | None = None
+        self._heart: task.LoopingCall | None = None
+        self._finished = False
 
     @classmethod
     def for_crawler(cls, crawler: Crawler) -> CrawlSession:
@@ -85,11 +95,15 @@ class CrawlSession:
                 said_once(exc)
                 raise
             session = cls(
-                parts.config, parts.settings, parts.policy, parts.detector, crawler.stats, parts.urls
-            )
+                parts.config, parts.settings, parts.policy, parts.detector, crawler.stats, parts.urls,
+                Recovery(parts.detector.index, crawler.stats, crawler, parts.hosts),
+            )  # fmt: skip
+            session.crawler = crawler
             crawler.signals.connect(session.spider_closed, signal=signals.spider_closed)
             crawler.signals.connect(session.spider_opened, signal=signals.spider_opened)
             crawler.signals.connect(session.spider_idle, signal=signals.spider_idle)
+            crawler.signals.connect(session.feed_exporter_closed, signal=signals.feed_exporter_closed)
+            crawler.signals.connect(session.engine_stopped, signal=signals.engine_stopped)
             setattr(crawler, _ATTRIBUTE, session)
             session.forget()
         return session
@@ -108,54 +122,11 @@ class CrawlSession:
             self.skipped("error")
             self._failed(page.url, exc)
             return Verdict(page.url, None, False, skip_reason="error")
-        verdict = self._once_a_crawl(verdict, page.item)
         if self.urls is not None and not page.item:
             clean = self.urls.model.canonical(page.url)
             verdict = verdict if clean == page.url else dataclasses.replace(verdict, canonical=clean)
         self._count(verdict)
         return verdict
-
-    def _once_a_crawl(self, verdict: Verdict, item: bool) -> Verdict:
-        """Each content goes out once a crawl, and once again in every re-run.
-
-        A duplicate of a page an earlier crawl recorded, met first by this crawl under another
-        URL (the re-run meets a copy before the page, or never meets the page), is a revisit of
-        that page: its items go out. A revisit of a record this crawl met already under another
-        URL is a copy within this crawl: its content went out once.
-        """
-        if item or verdict.doc_id is None or not verdict.judged:
-            return verdict
-        if verdict.duplicate:
-            content = verdict.duplicate_of
-            if not self.policy.sure(verdict):  # let through: an original of its own, near another
-                return verdict
-            if content is None or content in self._met or not self._from_earlier_crawl(content):
-                return verdict
-            self._remember(content, verdict.url)
-            return dataclasses.replace(
-                verdict, duplicate=False, doc_id=content, duplicate_of=None, duplicate_of_url=None,
-                revisit="unchanged",
-            )  # fmt: skip
-        first = self._remember(verdict.doc_id, verdict.url)
-        if first == verdict.url or verdict.revisit is None:
-            return verdict
-        return dataclasses.replace(
-            verdict, duplicate=True, duplicate_of=verdict.doc_id, duplicate_of_url=first, revisit=None,
-            similarity=verdict.similarity or 1.0, method=verdict.method or "exact",
-        )  # fmt: skip
-
-    def _remember(self, doc_id: int, url: str) -> str:
-        """The URL this crawl first met ``doc_id``'s content under."""
-        first = self._met.setdefault(doc_id, url)
-        if len(self._met) > _REMEMBERED:
-            self._met.popitem(last=False)
-        return first
-
-    def _from_earlier_crawl(self, doc_id: int) -> bool:
-        try:
-            return bool(self.detector.index.from_earlier_crawls([doc_id]))
-        except Exception:  # the index failed: the page is a duplicate as judged
-            return False
 
     def _failed(self, url: str, exc: Exception) -> None:
         """Log a failure to judge a page: the first of its kind with what to do, the rest at DEBUG.
@@ -206,7 +177,7 @@ class CrawlSession:
         if self.stats.get_value("neardup/checked", 0) % FORGET_EVERY == 0:
             self.forget()
         if verdict.duplicate:
-            kind = "exact" if verdict.method == "exact" else "near"
+            kind = verdict.method if verdict.method in ("exact", SAME_URL) else "near"
             self.stats.inc_value(f"neardup/duplicates/{kind}")
         elif not verdict.judged:
             self.skipped(verdict.skip_reason or "unknown")
@@ -291,28 +262,52 @@ class CrawlSession:
             return Outcome.FIRST
         return Outcome.FIRST if original.items == 0 else outcome
 
-    # --- closing ------------------------------------------------------------------------
+    # --- the run: its heartbeat, and its close ------------------------------------------
 
     def spider_opened(self, spider: Any = None) -> None:
+        self._heart = task.LoopingCall(self.recovery.beat)  # shows the run alive, claims what dead runs left
+        self._heart.start(BEAT_EVERY, now=True)
         if self.urls is not None:
             self.urls.revive_withdrawn()  # what a crawl killed after revoking a rule had not yet
 
     def spider_idle(self, spider: Any = None) -> None:
-        """Before the crawl closes, the URL rules check some of what they skipped."""
-        if self.urls is not None and self.urls.check_before_close():
+        """Before the crawl closes, the URL rules check some of what they skipped, and the pages of
+        runs found dead meanwhile are fetched again."""
+        checked = self.urls is not None and self.urls.check_before_close()
+        recovered = self.recovery.beat()
+        if checked or recovered:
             raise DontCloseSpider
 
     def spider_closed(self, spider: Any = None, reason: str = "finished") -> None:
-        index = self.detector.index
+        """The workers stop; the run is closed once the crawl's output is stored: after the feed
+        exports when there are some (``feed_exporter_closed``), else now."""
         workers = self.detector.workers
         workers.close()
         if workers.peak_memory_mb is not None:
             self.stats.set_value("neardup/workers/memory_mb", round(workers.peak_memory_mb))
-        self.forget()
+        if not _exports_feeds(self.crawler):
+            self._finish()
+
+    def feed_exporter_closed(self) -> None:
+        self._finish()
+
+    def engine_stopped(self) -> None:
+        self._finish()  # the feed exports failed before they said they closed: the run closes all the same
+
+    def _finish(self) -> None:
+        """Close the run (what it admitted reached the output), then the add-on's own close work:
+        forgetting, the report. A kill before this leaves the run dead: its pages are fetched again."""
+        if self._finished:
+            return
+        self._finished = True
+        if self._heart is not None and self._heart.running:
+            self._heart.stop()
+        index = self.detector.index
         try:
             index.end_run()
         except Exception as exc:  # the run stays open: its pages count as unconfirmed next time, nothing lost
             self._close_failed(f"could not close the crawl run in {index.path}", exc)
+        self.forget()
         if self.settings.report is not None:
             self.write_report()
         self.detector.close()
@@ -342,3 +337,12 @@ class CrawlSession:
         self.stats.set_value("neardup/report", str(path))
         logger.info("scrapy-neardup: report written to %s", path)
         return path
+
+
+def _exports_feeds(crawler: Crawler | None) -> bool:
+    """Whether Scrapy's feed exports run in this crawl (they say so when they have stored the
+    feeds: ``feed_exporter_closed``)."""
+    from scrapy.extensions.feedexport import FeedExporter
+
+    extensions = getattr(getattr(crawler, "extensions", None), "middlewares", ())
+    return any(isinstance(extension, FeedExporter) for extension in extensions)

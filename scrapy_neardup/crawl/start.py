@@ -14,6 +14,7 @@ from ..detector import Detector
 from ..exceptions import IndexFileError, NearDupError
 from ..index import open_index
 from ..workers import WorkerPool
+from .hosts import Hosts
 from .policy import Action, Policy
 from .settings import CrawlSettings, warn_unknown_settings
 from .url_rules import UrlRules
@@ -33,6 +34,7 @@ class Opened:
     policy: Policy
     detector: Detector
     urls: UrlRules | None  # learned URL rules (NEARDUP_LEARN_URLS)
+    hosts: Hosts  # the hosts the crawl asks for: a request read from the index is fetched only there
 
 
 def open_session_parts(crawler: Crawler) -> Opened:
@@ -79,16 +81,16 @@ def open_session_parts(crawler: Crawler) -> Opened:
             "which is not in ITEM_PIPELINES: they are stored. Add it (the add-on does), or set "
             "NEARDUP_ACTION = 'ignore' to ignore duplicate responses instead"
         )
-    detector, urls = Detector(config, index, workers, settings.drop_above), None
+    detector, urls, hosts = Detector(config, index, workers, settings.drop_above), None, Hosts(crawler)
     if settings.learn_urls:
         observe = settings.action is Action.TAG  # every page goes on: the rules only learn
         urls = UrlRules(
-            index, crawler.stats, crawler, explore=settings.url_explore, debug=settings.debug,
+            index, crawler.stats, crawler, hosts, explore=settings.url_explore, debug=settings.debug,
             observe=observe, sure=policy.sure, verify=settings.url_verify,
         )  # fmt: skip
         urls.start(forget=settings.url_rules_reset)
         detector.use_url_rules(urls.model)
-    return Opened(config, settings, policy, detector, urls)
+    return Opened(config, settings, policy, detector, urls, hosts)
 
 
 def _pipeline_on(settings: Any) -> bool:

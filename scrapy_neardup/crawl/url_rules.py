@@ -15,6 +15,7 @@ import random
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from scrapy.exceptions import IgnoreRequest
@@ -26,6 +27,7 @@ from ..url_rule import MISSED_SHARE, Rule, RuleKey, adopt_after, checks_needed, 
 from ..urls import EXPLORE, UrlModel, explored
 from ..verdict import Verdict
 from . import kept_requests
+from .hosts import Hosts
 
 logger = logging.getLogger("scrapy_neardup")
 
@@ -42,11 +44,14 @@ FETCH, CHECKS = "neardup_fetch", "_neardup_checks"
 
 @dataclass(frozen=True)
 class Skipped:
-    """A request skipped as a predicted copy of ``target`` by ``rules`` (their keys' text)."""
+    """A request skipped as a predicted copy of ``target`` by ``rules`` (their keys' text): its
+    row in the index, and the request as this crawl kept it (checked from here, not the index)."""
 
     url: str
     target: str
     rules: tuple[str, ...]
+    skip: int
+    kept: bytes
 
 
 class UrlRules:
@@ -58,6 +63,7 @@ class UrlRules:
         index: Store,
         stats: Any,
         crawler: Any = None,
+        hosts: Hosts | None = None,
         explore: float = EXPLORE,
         debug: bool = False,
         observe: bool = False,
@@ -82,6 +88,7 @@ class UrlRules:
         self._failed = False  # an index failure was said
         self.stats = stats
         self.crawler = crawler
+        self.hosts = hosts or Hosts()  # what a request read from the index may be fetched from
         self.model = UrlModel()
         self._judged = 0
         self._withdrawn: set[str] = set()  # the rules withdrawn when their skips were last revived
@@ -153,13 +160,13 @@ class UrlRules:
             self.stats.inc_value("neardup/urls/not_kept")
             return
         try:
-            self.index.add_url_skip(texts, request.url, target, kept)
+            skip = self.index.add_url_skip(texts, request.url, target, kept)
         except Exception as exc:  # a full disk, Redis gone
             logger.debug(
                 "scrapy-neardup: fetching %s, a predicted copy that cannot be kept (%r)", request.url, exc
             )
             return
-        self._sample(Skipped(request.url, target, tuple(texts)))
+        self._sample(Skipped(request.url, target, tuple(texts), skip, kept))
         self.stats.inc_value("neardup/urls/skipped")
         reason = f"predicted copy of {target} (learned URL rules: {_named(keys)})"
         if self.debug or not self._logged:
@@ -281,26 +288,22 @@ class UrlRules:
         return scheduled
 
     def _schedule(self, drawn: dict[str, Skipped]) -> int:
-        """Schedule again the skipped requests drawn, each checking its prediction."""
+        """Schedule again the skipped requests drawn, each checking its prediction: those this
+        crawler claims in the index (another crawler sharing it may have scheduled one already),
+        as this crawl kept them."""
         engine, spider = getattr(self.crawler, "engine", None), getattr(self.crawler, "spider", None)
         if engine is None or spider is None:
             return 0
-        rules = sorted({text for skipped in drawn.values() for text in skipped.rules})
-        scheduled = []
-        for skip, kept in self.index.url_skips(rules):
-            try:
-                request = kept_requests.revive(kept, spider)
-            except ValueError:  # said when the rule's skips are revived, if ever
-                continue
-            skipped = drawn.get(request.url)
-            if skipped is None:
-                continue
+        by_row = {skipped.skip: skipped for skipped in drawn.values()}
+        scheduled = 0
+        for skip in self.index.claim_url_skips(sorted(by_row)):
+            skipped = by_row[skip]
+            request = kept_requests.revive(skipped.kept, spider)
             request.meta[FETCH] = True
             request.meta[CHECKS] = (skipped.target, list(skipped.rules))
             engine.crawl(request.replace(dont_filter=True))
-            scheduled.append(skip)
-        self.index.url_revived(scheduled)
-        return len(scheduled)
+            scheduled += 1
+        return scheduled
 
     # --- revival ----------------------------------------------------------------------------
 
@@ -318,32 +321,41 @@ class UrlRules:
             )  # fmt: skip
 
     def revive(self, rules: list[str]) -> bool:
-        """Schedule again, with their callbacks and meta, the requests these rules skipped;
-        whether it could (not before the crawl's start)."""
+        """Schedule again, with their callbacks and meta, the requests these rules skipped (each
+        once, by the crawler that claims it); whether it could (not before the crawl's start).
+        A row on a host this crawl does not ask for (yet) waits; one that is no request this
+        crawl would keep is said, counted and let go."""
         engine = getattr(self.crawler, "engine", None)
         spider = getattr(self.crawler, "spider", None)
         if engine is None or spider is None:
             return False
-        revived, unread = [], []
-        for skip, kept in self.index.url_skips(rules):
+        unread = []
+        for skip, url, kept in self.index.url_skips(rules):
             try:
-                request = kept_requests.revive(kept, spider)
+                request = kept_requests.revive(kept, spider, url)
             except ValueError as exc:  # the spider changed its callbacks, or the row is not ours
                 unread.append(skip)
-                logger.warning(
+                (logger.debug if self.stats.get_value("neardup/urls/unreadable") else logger.warning)(
                     "scrapy-neardup: skipped request #%s of index %s cannot be scheduled again: %s",
                     skip, getattr(self.index, "path", ""), one_line(str(exc)),
                 )  # fmt: skip
+                self.stats.inc_value("neardup/urls/unreadable")
                 continue
             request.meta[FETCH] = True
-            engine.crawl(request.replace(dont_filter=True))
-            revived.append(skip)
-        if revived or unread:
-            self.index.url_revived(revived + unread)  # an unreadable row is said once, not at every try
-            self.stats.inc_value("neardup/urls/revived", len(revived))
-            if unread:
-                self.stats.inc_value("neardup/urls/unreadable", len(unread))
+            self.hosts.fetch(request.replace(dont_filter=True), partial(self._claimed, skip, engine))
+        self.index.claim_url_skips(unread)  # an unreadable row is said once, not at every try
         return True
+
+    def _claimed(self, skip: int, engine: Any, request: Request) -> None:
+        """Schedule a revived request if this crawler is the one that claims its row."""
+        try:
+            claimed = self.index.claim_url_skips([skip])
+        except Exception as exc:  # the index failed: the row waits there for the next try
+            logger.debug("scrapy-neardup: could not claim skipped request #%s (%r)", skip, exc)
+            return
+        if claimed:
+            engine.crawl(request)
+            self.stats.inc_value("neardup/urls/revived")
 
 
 def _named(keys: list[RuleKey]) -> str:

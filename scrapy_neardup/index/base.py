@@ -26,13 +26,15 @@ Match = tuple[int, "float | None", "str | None"]
 
 @dataclass(frozen=True)
 class Earlier:
-    """A page's own records under its revisit key: the one it is a revisit of, and all their ids."""
+    """A page's own records under its revisit key: the one it is met again as, and all their ids."""
 
     id: int
     status: str
     exact: int | None
     ids: frozenset[int]
     admitted: tuple[int, ...]  # the admitted ones, newest first
+    original: int | None = None  # the content it holds: what it copies, else itself
+    ours: bool = False  # recorded by this crawl (this run or one beside it): met again, it is a copy
 
 
 class Store(Protocol):
@@ -46,6 +48,7 @@ class Store(Protocol):
 
     config: DedupConfig
     path: Any  # what messages name: a file, or a server and key prefix
+    runs: Any  # ``runs.Runs``: this crawl's run and what it knows of the others
 
     def transaction(self) -> AbstractContextManager[None]: ...
 
@@ -73,6 +76,7 @@ class Store(Protocol):
         key: str | None = None,
         replace: Earlier | None = None,
         admit: bool = False,
+        request: bytes | None = None,
     ) -> Verdict: ...
 
     def earlier(self, key: str | None, scope: str, many: bool = False) -> Earlier | None: ...
@@ -81,7 +85,11 @@ class Store(Protocol):
 
     def signatures(self, ids: list[int] | tuple[int, ...], scope: str) -> list[tuple[int, Fingerprint]]: ...
 
-    def restamp(self, doc_id: int) -> None: ...
+    def restamp(self, doc_id: int, request: bytes | None = None) -> None: ...
+
+    def seen(self, doc_id: int, at: float) -> None: ...
+
+    def clock(self) -> float: ...
 
     def unconfirmed(self, ids: list[int]) -> set[int]: ...
 
@@ -124,16 +132,19 @@ class Store(Protocol):
 
     def set_url_rule(self, rule: str, status: str, at: float) -> None: ...
 
-    def add_url_skip(self, rules: list[str], url: str, target: str, request: bytes) -> None:
+    def add_url_skip(self, rules: list[str], url: str, target: str, request: bytes) -> int:
         """Keep a skipped request (an empty ``request``: one tag mode fetched, that the rules
-        would have skipped; never scheduled again, not counted as skipped)."""
+        would have skipped; never scheduled again, not counted as skipped); its id."""
         ...
 
-    def url_skips(self, rules: list[str]) -> list[tuple[int, bytes]]:
-        """The requests these rules skipped that were not scheduled again since: (id, the request)."""
+    def url_skips(self, rules: list[str]) -> list[tuple[int, str, bytes]]:
+        """The requests these rules skipped that were not scheduled again since: (id, its URL,
+        the request)."""
         ...
 
-    def url_revived(self, ids: list[int]) -> None: ...
+    def claim_url_skips(self, ids: list[int]) -> list[int]:
+        """Those of ``ids`` this call marks as scheduled again (no other crawler marked them)."""
+        ...
 
     def forget_url_rules(self) -> None: ...
 
@@ -141,6 +152,16 @@ class Store(Protocol):
     def contains_source(self, source: str) -> bool: ...
 
     def begin_run(self, action: str) -> None: ...
+
+    def beat(self) -> list[int]:
+        """Show the run alive; the dead runs whose pages wait to be fetched again, unclaimed."""
+        ...
+
+    def claim(self, dead: int) -> bool: ...
+
+    def pending(self, run: int, most: int | None = None) -> list[tuple[int, bytes]]: ...
+
+    def fetched_again(self, doc: int, dead: int) -> None: ...
 
     def end_run(self) -> None: ...
 

@@ -63,6 +63,11 @@ class Engine(Protocol):
         fewer), None for one that does not exist."""
         ...
 
+    def compare_and_set(self, kind: str, doc: int, field: str, expected: Any, value: Any) -> bool:
+        """Set a field of an existing document to ``value`` only while it holds ``expected`` (None:
+        the field is missing), atomically against every other process; whether it did."""
+        ...
+
     def delete(self, kind: str, doc: int) -> None: ...
 
     def listing(self, kind: str) -> Iterator[int]:

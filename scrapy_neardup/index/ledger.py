@@ -13,8 +13,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
-import os
-import socket
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -27,15 +25,16 @@ from ..verdict import Verdict
 from . import schema
 from .base import Earlier, Match
 from .codecs import SIGNATURE_FIELDS, damaged_record
-from .engine import Engine, retried
+from .engine import Engine
 from .lookup_keys import lookup_keys, raw_key
 from .records import clean_record, earlier_of, stored_fingerprint, stored_row, verdict_of
-from .runs import of_earlier_crawl, running
+from .run_ledger import RUN, RunLedger
+from .runs import Runs
 from .url_ledger import UrlLedger
 
 logger = logging.getLogger(__name__)
 
-DOC, RUN, TEXT = "doc", "run", "text"  # kinds of documents
+DOC, TEXT = "doc", "text"  # kinds of documents (and ``run_ledger``'s)
 META, SCOPES, COUNTS, TERMS = "meta", "scopes", "counts", "term_df"  # maps
 # Sets: a revisit key's records, a source's, a scope's admitted pages, a lookup key's, and the
 # duplicates of a page.
@@ -48,15 +47,13 @@ _COPIED = ("title", "tokens", "language", "raw_hash", "exact", "simhash", "spot_
 SIGNATURES = ("status", "scope", "raw_hash", *SIGNATURE_FIELDS[1:])
 
 
-class Ledger(UrlLedger):
+class Ledger(RunLedger, UrlLedger):
     """The storage protocol's ``Store`` and ``Reader`` over an engine."""
 
     def __init__(self, engine: Engine, config: DedupConfig) -> None:
         self.engine, self.config = engine, config
         self.path, self.name = engine.path, engine.name
-        self._run: int | None = None
-        self._unclean: frozenset[int] = frozenset()
-        self._beside: frozenset[int] = frozenset()  # runs that were running when this one began
+        self.runs = Runs()  # this crawl's run and what it knows of the others
         self._scope_ids: dict[str, int] = {}
         self._scope_names: dict[int, str] = {}
         self._simhash_keys = not config.simhash_within_spotsigs
@@ -90,40 +87,7 @@ class Ledger(UrlLedger):
         with own() if own is not None else self.transaction():
             yield self
 
-    # --- crawl runs -----------------------------------------------------------------------
-
-    def begin_run(self, action: str) -> None:
-        """Start a crawl run. What a run that never closed (its process is gone) admitted may never
-        have reached the crawl's output, so it is *unconfirmed*."""
-        engine = self.engine
-
-        def begin() -> tuple[int, list[tuple[int, dict]]]:
-            with self.transaction():
-                ids = list(engine.listing(RUN))
-                found = [(i, run) for i, run in zip(ids, engine.get(RUN, ids), strict=True) if run]
-                run = engine.new_id(RUN)
-                engine.put(RUN, run, {"started_at": time.time(), "action": action,
-                                      "host": socket.gethostname(), "pid": os.getpid()})  # fmt: skip
-            return run, [(i, r) for i, r in found if r.get("ended_at") is None]
-
-        self._run, open_runs = retried(begin)
-        self._unclean = frozenset(
-            i
-            for i, run in open_runs
-            if not running(run.get("started_at", 0.0), run.get("host"), run.get("pid"))
-        )
-        self._beside = frozenset(i for i, _ in open_runs) - self._unclean
-
-    def end_run(self) -> None:
-        """Close the run cleanly: what it admitted reached the output as far as this crawl knows."""
-        if self._run is not None:
-            run, self._run = self._run, None
-
-            def end() -> None:
-                with self.transaction():
-                    self.engine.put(RUN, run, {"ended_at": time.time()})
-
-            retried(end)
+    # --- crawl runs (``run_ledger``) and what reports read of them ------------------------
 
     def last_action(self) -> str | None:
         """What the latest crawl run did with duplicates; None for a scanned index."""
@@ -135,25 +99,6 @@ class Ledger(UrlLedger):
     def unrecorded(self) -> int:
         """Pages let through whose record the engine could not confirm (``commit_unawaited``)."""
         return getattr(self.engine, "unrecorded", 0)
-
-    @property
-    def interrupted_runs(self) -> bool:
-        return bool(self._unclean)
-
-    def _runs_of(self, ids: list[int]) -> list[tuple[int, Any]]:
-        found = self.engine.get(DOC, ids, ("run",))
-        return [(i, doc.get("run")) for i, doc in zip(ids, found, strict=True) if doc]
-
-    def unconfirmed(self, ids: list[int]) -> set[int]:
-        """Those of ``ids`` admitted by a run that never closed."""
-        if not self._unclean or not ids:
-            return set()
-        return {i for i, run in self._runs_of(ids) if run in self._unclean}
-
-    def from_earlier_crawls(self, ids: list[int]) -> set[int]:
-        if self._run is None or not ids:
-            return set()
-        return {i for i, run in self._runs_of(ids) if of_earlier_crawl(run, self._run, self._beside)}
 
     # --- a page's own records -----------------------------------------------------------------
 
@@ -180,26 +125,29 @@ class Ledger(UrlLedger):
         return self.source_record(source) is not None
 
     def earlier(self, key: str | None, scope: str, many: bool = False) -> Earlier | None:
-        """The record a page with this revisit key is a revisit of: its admitted one, else its latest."""
+        """The record a page with this revisit key is met again as (``records.earlier_of``)."""
         scope_id = self._scope_id(scope, create=False)
         if key is None or scope_id is None:
             return None
         ids = sorted(self.engine.members(BY_KEY, [(scope_id, key)])[0], reverse=True)
+        found = self.engine.get(DOC, ids, ("status", "exact", "run", "duplicate_of"))
         rows = [
-            (i, doc["status"], doc.get("exact"), doc.get("run"))
-            for i, doc in zip(ids, self.engine.get(DOC, ids, ("status", "exact", "run")), strict=True)
+            (i, doc["status"], doc.get("exact"), doc.get("run"), doc.get("duplicate_of"))
+            for i, doc in zip(ids, found, strict=True)
             if doc
         ]
-        return earlier_of(rows, many, self._run)
+        return earlier_of(rows, many, self.runs)
 
     def signatures(self, ids: list[int] | tuple[int, ...], scope: str) -> list[tuple[int, Fingerprint]]:
         """The stored signatures of these admitted documents of ``scope``, in id order."""
         return list(self._admitted(sorted(ids), self._scope_id(scope, create=False)))
 
-    def restamp(self, doc_id: int) -> None:
-        """Mark a record as met again by this run (an unchanged revisit)."""
-        self.engine.put(DOC, doc_id, {"run": self._run})
+    def restamp(self, doc_id: int, request: bytes | None = None) -> None:
+        """Mark a record as met again by this run (an unchanged revisit): its content is this
+        crawl's now. With ``request``, this run delivers its items again (a dead run's page)."""
+        self.engine.put(DOC, doc_id, {"run": self.runs.current})
         self.seen(doc_id, self.clock())
+        self._pending(doc_id, request)
 
     def seen(self, doc_id: int, at: float) -> None:
         """Mark a record as last seen ``at`` (pages not seen for long are forgotten first)."""
@@ -240,12 +188,15 @@ class Ledger(UrlLedger):
 
     def find_raw(self, raw: int, scope: str = "", key: str | None = None) -> int | None:
         """An admitted page whose raw body is byte-identical to ``raw``'s page, or None (also where
-        the full check must decide: a revisit, or an unconfirmed original)."""
+        the full check must decide: a revisit, or an original this crawl has not met yet)."""
         scope_id = self._scope_id(scope, create=False)
         if scope_id is None or self.earlier(key, scope) is not None:
             return None
         ids = sorted(self.engine.members(LOOKUP, [raw_key(raw, scope_id)])[0])
-        return ids[0] if ids and not self.unconfirmed(ids[:1]) else None
+        if not ids or self.runs.current is None:
+            return ids[0] if ids else None
+        run = dict(self._runs_of(ids[:1])).get(ids[0])
+        return ids[0] if self.runs.this_crawl(run) else None  # else met first by this crawl: decided
 
     def record_copy(self, url: str, raw: int, original: int, scope: str = "", source: str | None = None,
                     key: str | None = None) -> Verdict | None:  # fmt: skip
@@ -262,7 +213,7 @@ class Ledger(UrlLedger):
                 **{name: first.get(name) for name in _COPIED}, "url": storable(url),
                 "source": storable(source) if source else None, "scope": self._scope_id(scope),
                 "seen_at": now, "last_seen": now, "status": "duplicate", "duplicate_of": original,
-                "similarity": 1.0, "method": "exact", "run": self._run, "url_key": key,
+                "similarity": 1.0, "method": "exact", "run": self.runs.current, "url_key": key,
             }  # fmt: skip
             doc_id = self.engine.new_id(DOC)
             self._store(doc_id, row, None)
@@ -282,13 +233,15 @@ class Ledger(UrlLedger):
     def record(
         self, url: str, fp: Fingerprint, scope: str, match: Match | None = None, source: str | None = None,
         key: str | None = None, replace: Earlier | None = None, admit: bool = False,
+        request: bytes | None = None,
     ) -> Verdict:  # fmt: skip
         """Store a page with its verdict; an admitted page becomes findable. A revisit ``replace``s
-        its earlier record (same id, its old lookup keys removed, its first-seen time kept)."""
+        its earlier record (same id, its old lookup keys removed, its first-seen time kept). An
+        admitted page's ``request`` is kept until this run closes (``pending``)."""
         if self.search is not None and fp.judged:
             self.search.ready()
         scope_id = self._scope_id(scope)
-        row = stored_row(url, fp, scope_id, match, source, key, self._run, admit)
+        row = stored_row(url, fp, scope_id, match, source, key, self.runs.current, admit)
         row["seen_at"] = row["last_seen"] = now = self.clock()
         old = None
         if replace is not None:
@@ -300,6 +253,7 @@ class Ledger(UrlLedger):
         if row["status"] == "duplicate" and match:
             self.seen(match[0], now)  # its content met again: the original stays
         if row["status"] == "unique":
+            self._pending(doc_id, request)
             for lookup in lookup_keys(fp, scope_id, self.config, simhash=self._simhash_keys, raw=True):
                 self.engine.add(LOOKUP, lookup, doc_id)
             if self.search is not None:

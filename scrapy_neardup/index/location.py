@@ -10,6 +10,7 @@ schema, ``memory:`` an index that lives and dies with its process, and
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from importlib import import_module
 from typing import Any
@@ -33,6 +34,7 @@ def backend(name: str) -> Any:
     return getattr(import_module(module), attribute)
 
 
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")  # a URL's scheme (RFC 3986); a path has none
 # The schemes of a server's URL, and the backend each names.
 SERVER_SCHEMES = {
     "redis": "redis", "rediss": "redis", "unix": "redis", "postgresql": "postgres", "postgres": "postgres",
@@ -70,10 +72,16 @@ class IndexSpec:
         """The index a location names by its form; a server's index needs its key prefix, from the
         URL's ``prefix`` or ``default_prefix`` (a crawl's is ``<spider>:neardup``)."""
         text = str(location)
-        scheme = text.partition("://")[0].lower() if "://" in text else ""
+        found = _SCHEME.match(text)
+        scheme = found.group(1).lower() if found else ""
         name, colon, rest = text.partition(":")
         if colon and name in BACKENDS and name not in SERVER_SCHEMES:  # memory:, sqlite:path, a plugin's
             return cls(name, rest.removeprefix("//"), None, lock_timeout)
+        if scheme and scheme not in SERVER_SCHEMES:  # a misspelt server: never a file named after it
+            known = ", ".join(f"{name}://" for name in SERVER_SCHEMES)
+            raise IndexFileError(
+                safe_url(text), f"has an unknown scheme '{scheme}://'; use one of {known}, a file or memory:"
+            )
         if scheme not in SERVER_SCHEMES:
             if not text.strip():
                 raise IndexFileError(repr(text), "names no index; give a file, redis://... or memory:")

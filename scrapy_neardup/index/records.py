@@ -11,6 +11,7 @@ from ..text import storable
 from ..verdict import Verdict
 from .base import Earlier, Match
 from .codecs import SIGNATURE_FIELDS, extra_json, row_fingerprint, signed, spots_blob, unsigned
+from .runs import Runs
 
 
 def stored_row(
@@ -55,19 +56,25 @@ def verdict_of(url: str, doc_id: int, fp: Fingerprint, match: Match | None, of_u
     )  # fmt: skip
 
 
-def earlier_of(rows: list[tuple[int, str, Any, Any]], many: bool, run: Any) -> Earlier | None:
-    """A page's own records, (id, status, exact as stored, run) newest first, as the one it is a
-    revisit of: its admitted one, else its latest. With ``many`` (items), only records of earlier
-    crawls count: two items of one key in one crawl are two items, judged against each other."""
-    if many and run is not None:
-        rows = [r for r in rows if r[3] != run]
+def earlier_of(rows: list[tuple[int, str, Any, Any, Any]], many: bool, runs: Runs) -> Earlier | None:
+    """A page's own records, (id, status, exact as stored, run, duplicate_of) newest first, as the
+    one it is met again as: its admitted one, else its latest. A record this crawl made (this run,
+    or one beside it) comes first (``ours``: the page is a copy within one crawl); else the page is
+    a revisit. With ``many`` (items), only records of earlier crawls count: two items of one key
+    in one crawl are two items, judged against each other."""
+    ours = [r for r in rows if runs.this_crawl(r[3])]
+    if many:
+        rows = [r for r in rows if not runs.this_crawl(r[3])]
+    elif ours:
+        rows = ours
     if not rows:
         return None
-    doc, status, exact, _ = next((r for r in rows if r[1] == "unique"), rows[0])
+    doc, status, exact, _, of = next((r for r in rows if r[1] == "unique"), rows[0])
     if isinstance(exact, bytes):
         exact = int.from_bytes(exact, "big") if exact else None
     admitted = tuple(r[0] for r in rows if r[1] == "unique")
-    return Earlier(doc, status, exact, frozenset(r[0] for r in rows), admitted)
+    original = of if status == "duplicate" and isinstance(of, int) else doc
+    return Earlier(doc, status, exact, frozenset(r[0] for r in rows), admitted, original, rows is ours)
 
 
 _TEXT_FIELDS = ("url", "title", "scope", "status", "skip_reason", "language", "method")
@@ -117,7 +124,17 @@ FIELD_TYPES: dict[str, dict[str, type]] = {
             ("url", "title", "source", "status", "skip_reason", "language", "method", "extra", "url_key"), str
         ),
     },
-    "run": {"started_at": float, "ended_at": float, "action": str, "host": str, "pid": int},
+    "run": {
+        "started_at": float,
+        "ended_at": float,
+        "action": str,
+        "host": str,
+        "pid": int,
+        "beat_at": float,
+        "claimed_by": int,
+        "recovered_at": float,
+    },
+    "pending": {"run": int, "request": bytes},
     "skip": {"url": str, "target": str, "request": bytes, "revived": int},
     "text": {"text": bytes},
 }

@@ -7,13 +7,18 @@ Tables (schema version in ``PRAGMA user_version``):
 - ``documents``: every page checked, duplicates and skipped pages included, with its
   verdict, the signatures needed to verify a candidate and when it was last seen (pages not
   seen for long are forgotten where the user asks).
-- ``runs``: crawl runs; a page admitted by a run that never ended may never have been stored.
+- ``runs``: crawl runs, with their heartbeats; a page admitted by a run that died (it never
+  ended and stopped beating) may never have been stored.
+- ``pending``: the pages a run admitted while it runs, with the request that fetched each (JSON,
+  ``crawl.kept_requests``): fetched again if the run dies, deleted when it closes.
 - ``spot_classes``: the frozen frequency classes that order spots rarest first (see ``pruning``).
 - ``term_df``: document frequencies of the admitted pages' terms (``methods.Method.with_stats``).
 - ``texts``: the first ``keep_text`` characters of each page's main text (zlib), for the report.
 - ``spot_lists``: SpotSigs inverted lists, one row a key (``spot_search.SpotKeys``): the ids of
   the admitted documents whose prefix holds it, as a blob of little-endian uint32s.
 - ``lookup_keys``: equality lookups ``key -> doc`` (``lookup_keys``).
+- ``url_rules``, ``url_skips``, ``url_skip_rules``: learned URL rules, the requests they skipped
+  (JSON, as ``pending``) and which rules skipped each.
 - views ``pages`` and ``duplicates``: the records and the duplicate pairs, for a user's own queries.
 """
 
@@ -40,8 +45,10 @@ _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE scopes (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
 CREATE TABLE runs (
-    id INTEGER PRIMARY KEY, started_at REAL NOT NULL, ended_at REAL, action TEXT, host TEXT, pid INTEGER
+    id INTEGER PRIMARY KEY, started_at REAL NOT NULL, ended_at REAL, action TEXT, host TEXT, pid INTEGER,
+    beat_at REAL, claimed_by INTEGER, recovered_at REAL
 );
+CREATE TABLE pending (doc INTEGER PRIMARY KEY, run INTEGER NOT NULL, request BLOB NOT NULL);
 CREATE TABLE documents (
     id INTEGER PRIMARY KEY,
     url TEXT NOT NULL,
@@ -77,6 +84,17 @@ CREATE TABLE term_df (term TEXT PRIMARY KEY, df INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE texts (doc INTEGER PRIMARY KEY, text BLOB NOT NULL);
 CREATE TABLE spot_lists (key INTEGER PRIMARY KEY, docs BLOB NOT NULL);
 CREATE TABLE lookup_keys (key INTEGER NOT NULL, doc INTEGER NOT NULL, PRIMARY KEY (key, doc)) WITHOUT ROWID;
+CREATE TABLE url_rules (
+    rule TEXT PRIMARY KEY, same INTEGER NOT NULL DEFAULT 0, differ INTEGER NOT NULL DEFAULT 0,
+    status TEXT NOT NULL DEFAULT 'learning', changed_at REAL
+) WITHOUT ROWID;
+CREATE TABLE url_skips (
+    id INTEGER PRIMARY KEY, url TEXT NOT NULL, target TEXT NOT NULL, request BLOB NOT NULL,
+    revived INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE url_skip_rules (
+    rule TEXT NOT NULL, skip INTEGER NOT NULL REFERENCES url_skips(id), PRIMARY KEY (rule, skip)
+) WITHOUT ROWID;
 CREATE VIEW pages AS
     SELECT d.id, d.url, d.title, s.name AS scope, datetime(d.seen_at, 'unixepoch') AS seen, d.status,
            d.skip_reason, d.tokens, d.language, d.duplicate_of, d.similarity, d.method, d.source, d.run
@@ -98,34 +116,6 @@ def execute_statements(db: sqlite3.Connection, sql: str) -> None:
     for statement in sql.split(";"):
         if statement.strip():
             db.execute(statement)
-
-
-URL_TABLES = """
-CREATE TABLE IF NOT EXISTS url_rules (
-    rule TEXT PRIMARY KEY, same INTEGER NOT NULL DEFAULT 0, differ INTEGER NOT NULL DEFAULT 0,
-    status TEXT NOT NULL DEFAULT 'learning', changed_at REAL
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS url_skips (
-    id INTEGER PRIMARY KEY, url TEXT NOT NULL, target TEXT NOT NULL, request BLOB NOT NULL,
-    revived INTEGER NOT NULL DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS url_skip_rules (
-    rule TEXT NOT NULL, skip INTEGER NOT NULL REFERENCES url_skips(id), PRIMARY KEY (rule, skip)
-) WITHOUT ROWID
-"""
-
-
-def create_url_tables(db: sqlite3.Connection) -> None:
-    """Make the tables (inside the caller's transaction), in a new file or one made without them."""
-    execute_statements(db, URL_TABLES)
-
-
-def add_last_seen(db: sqlite3.Connection) -> None:
-    """Give a file made before pages were forgotten its ``last_seen`` column (inside the caller's
-    transaction): each page last seen when first seen."""
-    db.execute("ALTER TABLE documents ADD COLUMN last_seen REAL")
-    db.execute("UPDATE documents SET last_seen = seen_at")
-    db.execute("CREATE INDEX documents_last_seen ON documents(last_seen)")
 
 
 def create(db: sqlite3.Connection, config: DedupConfig, simhash_keys: bool) -> None:
@@ -154,7 +144,7 @@ def check_version(path: Path, version: int, tables: set[str]) -> None:
     """Refuse a file that is not an index of this schema."""
     if "meta" not in tables:
         raise IndexFileError(path, "is not a scrapy-neardup index (use another file)")
-    if version != SCHEMA_VERSION or "spot_lists" not in tables:
+    if version != SCHEMA_VERSION or "pending" not in tables:
         raise IndexFileError(
             path,
             f"has schema version {version}; this release reads version {SCHEMA_VERSION} only (the file is "

@@ -43,35 +43,39 @@ class UrlLedger:
 
         retried(work)
 
-    def add_url_skip(self, rules: list[str], url: str, target: str, request: bytes) -> None:
+    def add_url_skip(self, rules: list[str], url: str, target: str, request: bytes) -> int:
         """Keep a skipped request with the rules that predicted it (an empty ``request``: one tag
-        mode fetched, that the rules would have skipped)."""
+        mode fetched, that the rules would have skipped); its id."""
 
-        def work() -> None:
+        def work() -> int:
             with self.engine.transaction():
                 skip = self.engine.new_id(SKIP)
                 self.engine.put(SKIP, skip, {"url": url, "target": target, "request": request, "revived": 0})
                 for rule in rules:
                     self.engine.add(SKIP_RULE, rule, skip)
+            return skip
 
-        retried(work)
+        return retried(work)
 
-    def url_skips(self, rules: list[str]) -> list[tuple[int, bytes]]:
-        """The requests these rules skipped that were not scheduled again since: (id, the request)."""
+    def url_skips(self, rules: list[str]) -> list[tuple[int, str, bytes]]:
+        """The requests these rules skipped that were not scheduled again since: (id, its URL, the
+        request)."""
         ids = sorted(set().union(*self.engine.members(SKIP_RULE, rules))) if rules else []
         return [
-            (skip, found["request"])
+            (skip, str(found.get("url", "")), found["request"])
             for skip, found in zip(ids, self.engine.get(SKIP, ids), strict=True)
             if found and found.get("request") and not found.get("revived")
         ]
 
-    def url_revived(self, ids: list[int]) -> None:
-        def work() -> None:
-            with self.engine.transaction():
-                for skip in ids:
-                    self.engine.put(SKIP, skip, {"revived": 1})
+    def claim_url_skips(self, ids: list[int]) -> list[int]:
+        """Mark skipped requests as scheduled again; those of ``ids`` no other crawler (nor an
+        earlier call) marked first: each is scheduled again once, by one crawler."""
 
-        retried(work)
+        def work() -> list[int]:
+            with self.engine.transaction():
+                return [skip for skip in ids if self.engine.compare_and_set(SKIP, skip, "revived", 0, 1)]
+
+        return retried(work) if ids else []
 
     def url_skip_counts(self) -> dict[str, tuple[int, int]]:
         """For each rule, the requests it skipped and how many were scheduled again (tag mode's

@@ -76,6 +76,13 @@ class MemoryEngine:
         found = self.state["docs"]
         return [dict(found[(kind, d)]) if (kind, d) in found else None for d in docs]
 
+    def compare_and_set(self, kind: str, doc: int, field: str, expected: Any, value: Any) -> bool:
+        found = self.get(kind, [doc])[0]
+        if found is None or found.get(field) != expected:
+            return False
+        self.put(kind, doc, {field: value})
+        return True
+
     def delete(self, kind: str, doc: int) -> None:
         self._change("docs", (kind, doc)).pop((kind, doc), None)
 

@@ -10,9 +10,10 @@ from collections.abc import Hashable, Iterable, Iterator, Sequence
 from typing import Any
 
 from ...base import Conflict
+from ...records import FIELD_TYPES
 from .packing import lookup_bucket, lookup_entries, lookup_entry, lookup_row
 from .session import Session, ints, lock_key
-from .tables import DERIVED, ID, ORDERS, TABLES, bucket_read
+from .tables import DERIVED, ID, ORDERS, SQL_TYPES, TABLES, bucket_read
 
 _INTEGER = re.compile(r"-?[0-9]{1,19}")
 
@@ -57,6 +58,18 @@ class PostgresEngine(Session):
             values = dict(zip(names, row, strict=True))
             found[values.pop(column)] = {k: _value(v) for k, v in values.items() if v is not None}
         return [found.get(doc) for doc in docs]
+
+    def compare_and_set(self, kind: str, doc: int, field: str, expected: Any, value: Any) -> bool:
+        """One UPDATE that changes the row only while it holds ``expected``: another process's
+        change waits for the row's lock, and then the condition is read again."""
+        table, column = self.t(TABLES[kind]), ID.get(kind, "id")
+        cast = SQL_TYPES[FIELD_TYPES[kind].get(field, str)]
+        done = self.execute(
+            f"UPDATE {table} SET {field} = %s::{cast} WHERE {column} = %s "
+            f"AND {field} IS NOT DISTINCT FROM %s::{cast} RETURNING 1",
+            [_storable(value), doc, _storable(expected)],
+        )
+        return done.fetchone() is not None
 
     def delete(self, kind: str, doc: int) -> None:
         self.execute(f"DELETE FROM {self.t(TABLES[kind])} WHERE {ID.get(kind, 'id')} = %s", [doc])

@@ -92,6 +92,10 @@ class PostgresIndex(Ledger):
                     path, f"schema {prefix!r} holds tables of another program; use another ?prefix="
                 )
             reset = "meta" in tables and not db.execute(f"SELECT 1 FROM {quoted}.meta LIMIT 1").fetchone()
+            if tables and not reset and not set(OWN) <= tables:
+                raise IndexFileError(
+                    path, f"schema {prefix!r} is of a development version; reset it or use another ?prefix="
+                )
             if (not tables or reset) and not read_only:
                 with db.transaction():  # one process makes it: crawlers starting at once wait for it
                     db.execute("SELECT pg_advisory_xact_lock(%s)", [lock_key("schema", prefix)])

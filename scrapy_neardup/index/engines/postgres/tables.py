@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from ...records import FIELD_TYPES
 
-TABLES = {"doc": "documents", "run": "runs", "skip": "url_skips", "text": "texts"}
-ID = {"text": "doc"}  # the id column of a table whose id is not ``id``
+TABLES = {"doc": "documents", "run": "runs", "skip": "url_skips", "text": "texts", "pending": "pending"}
+ID = {"text": "doc", "pending": "doc"}  # the id column of a table whose id is not ``id``
 SQL_TYPES = {int: "bigint", float: "double precision", str: "text", bytes: "bytea"}
 # Counts and small ids, in 4 bytes: side by side after the 8-byte columns, so none is padded.
 NARROW = {"scope": "integer", "tokens": "integer", "spot_size": "integer", "run": "integer"}

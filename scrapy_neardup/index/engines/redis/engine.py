@@ -29,8 +29,8 @@ from .spots import RedisSpots
 
 # Each document kind's hash key, the listing of its ids (a sorted set for pages, sets for the
 # rest) and the counter its ids come from.
-KINDS = {"doc": "doc", "run": "run", "skip": "url_skip", "text": "text"}
-LISTINGS = {"doc": "ids", "run": "runs", "skip": "url_skip_ids"}
+KINDS = {"doc": "doc", "run": "run", "skip": "url_skip", "text": "text", "pending": "pending"}
+LISTINGS = {"doc": "ids", "run": "runs", "skip": "url_skip_ids", "pending": "pending_ids"}
 COUNTERS = {"doc": "next", "run": "run_next", "skip": "url_skip_next"}
 # INCR KEYS[1] until no key KEYS[2]..id exists (one round trip, as INCR alone).
 NEW_ID = """
@@ -39,7 +39,7 @@ while redis.call('EXISTS', KEYS[2] .. id) == 1 do id = redis.call('INCR', KEYS[1
 return id
 """
 # A field every document of a kind has: one without it is missing (or damaged).
-PRESENT = {"doc": "status", "run": "started_at", "skip": "url", "text": "text"}
+PRESENT = {"doc": "status", "run": "started_at", "skip": "url", "text": "text", "pending": "run"}
 # Maps: their hash keys.
 MAPS = {"meta": "meta", "scopes": "scopes", "term_df": "df", "counts": "counts", "url_same": "url_same",
         "url_differ": "url_differ", "url_status": "url_status", "url_changed": "url_changed"}  # fmt: skip
@@ -129,6 +129,18 @@ class RedisEngine(RedisConnection, RedisSpots):
             }
             found.append({k: v for k, v in values.items() if v is not None} if values[present] else None)
         return found
+
+    def compare_and_set(self, kind: str, doc: int, field: str, expected: Any, value: Any) -> bool:
+        """The field read WATCHed and written in the transaction's MULTI: another process's change
+        in between fails the transaction (``Conflict``), and the caller reads it again."""
+        if self._watching is None:
+            with self.transaction():
+                return self.compare_and_set(kind, doc, field, expected, value)
+        found = self._fields(kind, [doc], (field,))[0]
+        if found is None or found.get(field) != expected:
+            return False
+        self._hash_set(self.k(KINDS[kind], doc), {field: value})
+        return True
 
     def delete(self, kind: str, doc: int) -> None:
         key, listing = self.k(KINDS[kind], doc), LISTINGS.get(kind)

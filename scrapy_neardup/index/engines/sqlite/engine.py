@@ -22,8 +22,8 @@ from .file import IndexFile
 from .opening import file_bytes
 from .search import SQLiteSearch
 
-TABLES = {"doc": "documents", "run": "runs", "skip": "url_skips", "text": "texts"}
-_ID = {"text": "doc"}  # the id column of a table whose id is not ``id``
+TABLES = {"doc": "documents", "run": "runs", "skip": "url_skips", "text": "texts", "pending": "pending"}
+_ID = {"text": "doc", "pending": "doc"}  # the id column of a table whose id is not ``id``
 # Maps kept as tables: (table, key column, value column).
 MAPS = {
     "meta": ("meta", "key", "value"), "scopes": ("scopes", "name", "id"),
@@ -122,6 +122,13 @@ class SQLiteEngine:
                 values = dict(zip(names, row, strict=True))
                 found[values.pop(column)] = {k: v for k, v in values.items() if v is not None}
         return [found.get(doc) for doc in docs]
+
+    def compare_and_set(self, kind: str, doc: int, field: str, expected: Any, value: Any) -> bool:
+        table, column = TABLES[kind], _ID.get(kind, "id")
+        done = self.db.execute(
+            f"UPDATE {table} SET {field} = ? WHERE {column} = ? AND {field} IS ?", (value, doc, expected)
+        )
+        return done.rowcount == 1
 
     def delete(self, kind: str, doc: int) -> None:
         """Delete the row; the highest id deleted is kept, so that new_id never gives it again."""

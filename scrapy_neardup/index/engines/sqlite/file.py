@@ -107,12 +107,6 @@ class IndexFile:
             self.db.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT}")
         if not self._read_only:  # a reader's file was checked by ``stored_config``, as here
             check_intact(self.db, self.path)  # never write into a damaged file
-            if "url_skip_rules" not in tables:  # a new file, or one made before URL rules were kept
-                with self.transaction():
-                    schema.create_url_tables(self.db)
-            if not any(row[1] == "last_seen" for row in self.db.execute("PRAGMA table_info(documents)")):
-                with self.transaction():  # a file made before pages were forgotten
-                    schema.add_last_seen(self.db)
         try:
             meta = dict(self.db.execute("SELECT key, value FROM meta"))
             self.spot_keys, self.stores_simhash = schema.spot_keys(meta, self.config, self.path)
