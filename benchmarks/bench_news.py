@@ -58,8 +58,8 @@ def comments(n: int, rng: random.Random) -> str:
 class NewsSite:
     """The pages by path and query, what each holds, and the links its sections carry."""
 
-    def __init__(self, port: int) -> None:
-        articles = real_articles()
+    def __init__(self, port: int, limit: int | None = None) -> None:
+        articles = real_articles(limit)  # the first ``limit`` articles (default: all)
         rng = random.Random(7)
         self.pages: dict[str, bytes] = {}
         self.holds: dict[str, str] = {}  # path?query -> "a<n>" (an article) or "c<n>" (its comments)

@@ -131,8 +131,10 @@ def test_simhash_of_equal_text_is_equal(words):
     assert hamming(simhash(token_hashes(words)), simhash(token_hashes(list(words)))) == 0
 
 
-@given(long_texts, st.data())
+@given(st.lists(st.sampled_from(VOCAB), min_size=300, max_size=600, unique=True), st.data())
 def test_simhash_one_word_edit_on_long_text_is_small(words, data):
+    # Words of a real text (not one word repeated 300 times, whose shingles are all one feature,
+    # so that one edit moves every bit's sum by a third of it).
     position = data.draw(st.integers(0, len(words) - 1))
     edited = [*words[:position], "replacement", *words[position + 1 :]]
     assert hamming(simhash(token_hashes(words)), simhash(token_hashes(edited))) <= 10
