@@ -105,9 +105,26 @@ def crawl_once(start_url: str, settings: dict, out: Path) -> None:
         dropped.append(item["url"])
 
     crawler.signals.connect(item_dropped, signals.item_dropped)
+    lags: list[float] = []
+
+    def watch_lag(spider: object) -> None:  # a function held by this frame: signals keep weak references
+        import asyncio
+
+        async def watch() -> None:
+            """How late the crawl's event loop runs a callback due every 5 ms: the time its thread
+            was held (by the add-on's index work, say) and could download or parse nothing."""
+            while True:
+                due = time.perf_counter() + 0.005
+                await asyncio.sleep(0.005)
+                lags.append(max(0.0, time.perf_counter() - due))
+
+        asyncio.get_running_loop().create_task(watch())
+
+    crawler.signals.connect(watch_lag, signals.spider_opened)
     process.crawl(crawler)
     process.start()
     stats = crawler.stats.get_stats()
+    lags.sort()
     out.write_text(
         json.dumps(
             {
@@ -118,6 +135,11 @@ def crawl_once(start_url: str, settings: dict, out: Path) -> None:
                 "own_cpu": sum(resource.getrusage(resource.RUSAGE_SELF)[:2]),  # the crawl's process alone
                 "neardup": {k: v for k, v in stats.items() if k.startswith("neardup/")},
                 "dropped": dropped,
+                "lag_ms": {  # the crawl loop's lateness, 5 ms ticks
+                    "p50": 1000 * lags[len(lags) // 2] if lags else 0.0,
+                    "p99": 1000 * lags[int(len(lags) * 0.99)] if lags else 0.0,
+                    "max": 1000 * lags[-1] if lags else 0.0,
+                },
             }
         )
     )

@@ -23,6 +23,8 @@ from .exceptions import IndexFailure
 from .fingerprint import Fingerprint, fingerprint
 from .index import forgetting
 from .index.base import Conflict, Index
+from .index.engine import TRIES
+from .index.lanes import Lanes
 from .scope import scope_key, url_key
 from .signatures.exact import raw_hash
 from .verdict import Verdict
@@ -31,9 +33,15 @@ from .workers import WorkerPool
 if TYPE_CHECKING:
     from .urls import UrlModel
 
-# Tries of one page's transaction while other processes keep changing what it read (Redis);
-# with the back-off below, about half a minute of contention before the page passes unjudged.
-MAX_CONFLICTS = 1000
+# Tries of one page's transaction while other processes keep changing what it read (Redis),
+# as many as the ledger's own (``engine.TRIES``); with the back-off below, doubling to half a
+# second, about 20 s of contention before the page passes unjudged.
+MAX_CONFLICTS = TRIES
+
+
+def backoff(attempt: int) -> float:
+    """Seconds to wait before the next try of a transaction another process got in the way of."""
+    return min(0.5, 0.001 * 2**attempt) * random.random()
 
 
 @dataclass(frozen=True)
@@ -77,27 +85,51 @@ class Detector:
         self.config = config
         self.index = index
         self.workers = workers or WorkerPool(config, 0, None)
-        self._decide = Decision(config, index, drop_above)
+        self._drop_above = drop_above
+        self._url_rules: UrlModel | None = None
+        self._decide = self._decision(index)
+        # The crawl's checks run on lanes, threads with a connection each (``judge``); a scan's
+        # and an inline ``check`` on the calling thread.
+        self.lanes: Lanes[Decision] = Lanes(index, getattr(index, "lanes", 1), self._decision)
+
+    def _decision(self, index: Index) -> Decision:
+        decision = Decision(self.config, index, self._drop_above)
+        decision.url_rules = self._url_rules
+        return decision
 
     def use_url_rules(self, rules: UrlModel) -> None:
         """Judge with the crawl's learned URL rules: a page they call the same as a record of an
-        earlier crawl is a revisit of it (``Decision``)."""
-        self._decide.url_rules = rules
+        earlier crawl is a revisit of it (``Decision``). Before the first ``judge``."""
+        self._url_rules = self._decide.url_rules = rules
 
     # --- the whole road -------------------------------------------------------------------
 
     async def judge(self, page: Arrival) -> Verdict:
-        """Judge and record one page, fingerprinted in a worker when there is a pool.
+        """Judge and record one page, fingerprinted in a worker when there is a pool, its index
+        work on a lane (``lanes``): the caller's thread goes on meanwhile, and other pages'
+        checks run beside it. A conflict with another process is tried again after a back-off,
+        awaited.
 
         A failure of the index raises ``IndexFailure``; any other error is this page's.
         """
         raw = raw_hash(page.body)
         scope, key = self._place(page, raw)
-        copy = self._copy(page, raw, scope, key)
+        copy = await self.lanes.run(lambda lane: self._copy(page, raw, scope, key, lane.index))
         if copy is not None:
             return copy
         fp = await self.workers.fingerprint(page.body, page.content_type, page.extractor, raw)
-        return self.decide(page, fp, raw=raw)
+        for attempt in range(MAX_CONFLICTS):
+            try:
+                return await self.lanes.run(lambda lane: self._decided(lane, page, fp, scope, key))
+            except Conflict:
+                await _pause(backoff(attempt))
+        raise IndexFailure(self.index.path, "other processes changed the index under this page too often")
+
+    def _decided(
+        self, decision: Decision, page: Arrival, fp: Fingerprint, scope: str, key: str | None
+    ) -> Verdict:
+        with self._guarding(decision.index), decision.index.transaction():
+            return decision(page.url, fp, scope, page.source, key, page.item, page.request)
 
     def check(
         self,
@@ -177,25 +209,29 @@ class Detector:
         raw = raw_hash(page.body)
         return self._copy(page, raw, *self._place(page, raw))
 
-    def _copy(self, page: Arrival, raw: int, scope: str, key: str | None) -> Verdict | None:
+    def _copy(
+        self, page: Arrival, raw: int, scope: str, key: str | None, index: Index | None = None
+    ) -> Verdict | None:
         """Record a byte-identical copy of an admitted page without extracting it; None otherwise.
 
         Identical bodies are the commonest duplicate (mirrors, tracking parameters), and this
         costs one hash and one lookup instead of an extraction.
         """
-        original = self._guard(lambda: self.index.find_raw(raw, scope, key))
+        index = index or self.index
+        original = self._guard(lambda: index.find_raw(raw, scope, key), index)
         if original is None:
             return None
-        return self._record_copy(page, raw, original, scope, key)
+        return self._record_copy(page, raw, original, scope, key, index)
 
     def _record_copy(
-        self, page: Arrival, raw: int, original: int, scope: str, key: str | None
+        self, page: Arrival, raw: int, original: int, scope: str, key: str | None, index: Index | None = None
     ) -> Verdict | None:
         """None when the page needs the full check: another process recorded its key or source
         since ``find_raw`` said otherwise."""
+        index = index or self.index
         try:
-            with self._guarding():
-                return self.index.record_copy(page.url, raw, original, scope, page.source, key)
+            with self._guarding(index):
+                return index.record_copy(page.url, raw, original, scope, page.source, key)
         except Conflict:
             return None
 
@@ -223,38 +259,41 @@ class Detector:
         return self.decide(page, fp, raw)
 
     def _atomically(self, work: Callable[[], Verdict]) -> Verdict:
-        """``work`` in one index transaction, again (up to MAX_CONFLICTS) while another process
-        changed what it read."""
+        """``work`` in one index transaction on the calling thread (a scan, ``check``), again (up to
+        MAX_CONFLICTS) while another process changed what it read."""
         for attempt in range(MAX_CONFLICTS):
             try:
                 with self._guarding(), self.index.transaction():
                     return work()
             except Conflict:
-                time.sleep(min(0.05, 0.001 * attempt) * random.random())
+                time.sleep(backoff(attempt))
         raise IndexFailure(self.index.path, "other processes changed the index under this page too often")
 
-    def _guard(self, work: Callable[[], Any]) -> Any:
-        with self._guarding():
+    def _guard(self, work: Callable[[], Any], index: Index | None = None) -> Any:
+        with self._guarding(index):
             return work()
 
     @contextlib.contextmanager
-    def _guarding(self) -> Iterator[None]:
+    def _guarding(self, index: Index | None = None) -> Iterator[None]:
         """Turn a failure of the index (the backend's own test) into ``IndexFailure``."""
+        index = index or self.index
         try:
             yield
         except (IndexFailure, Conflict):
             raise
         except Exception as exc:
-            if self.index.is_storage_error(exc):
-                raise IndexFailure(self.index.path, f"{type(exc).__name__}: {exc}", cause=exc) from exc
+            if index.is_storage_error(exc):
+                raise IndexFailure(index.path, f"{type(exc).__name__}: {exc}", cause=exc) from exc
             raise
 
-    def forget(self, before: float | None, keep: int | None) -> int:
+    def forget(self, before: float | None, keep: int | None, index: Index | None = None) -> int:
         """Forget the pages last seen before ``before`` and past the ``keep`` most recent."""
-        return self._guard(lambda: forgetting.forget(self.index, before, keep))
+        index = index or self.index
+        return self._guard(lambda: forgetting.forget(index, before, keep), index)
 
     def close(self) -> None:
         self.workers.close()
+        self.lanes.close()
         self.index.close()
 
     def __enter__(self) -> Detector:
@@ -262,3 +301,13 @@ class Detector:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+async def _pause(seconds: float) -> None:
+    """Wait, on the event loop when one runs (the crawl goes on), else on this thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        time.sleep(seconds)
+        return
+    await asyncio.sleep(seconds)

@@ -47,6 +47,19 @@ def run(coroutine):
     return asyncio.run(coroutine)
 
 
+def outputs(spider_middleware, response, result) -> list:
+    """What NearDupSpiderMiddleware passes on of a callback's ``result``, read to its end."""
+
+    async def callback():
+        for output in result:
+            yield output
+
+    async def read():
+        return [output async for output in spider_middleware.process_spider_output(response, callback())]
+
+    return run(read())
+
+
 def test_in_drop_mode_a_copy_reaches_the_spider_and_its_items_are_dropped(tmp_path):
     crawler = make_crawler(tmp_path, ITEM_PIPELINES={NearDupPipeline: 200})
     middleware = NearDupDownloaderMiddleware.from_crawler(crawler)
@@ -56,7 +69,7 @@ def test_in_drop_mode_a_copy_reaches_the_spider_and_its_items_are_dropped(tmp_pa
     for url in ("http://a.example/library", "http://mirror.example/library?ref=1"):
         request, response = respond(url, ARTICLE)
         assert run(middleware.process_response(request, response)) is response  # links followed
-        items += spider_middleware.process_spider_output(response, [{"url": url, "html": response.text}])
+        items += outputs(spider_middleware, response, [{"url": url, "html": response.text}])
     assert request.meta["neardup"]["duplicate_of"] == "http://a.example/library"
     assert run(pipeline.process_item(items[0])) is items[0]
     with pytest.raises(NearDuplicateItem, match=r"near-duplicate of http://a\.example/library"):
@@ -122,7 +135,7 @@ def test_the_middleware_passes_what_it_does_not_judge(tmp_path, reason):
     assert crawler.stats.get_value("neardup/checked") is None
     # Only an opted-out page's items skip the pipeline's own check.
     entry = {"url": "http://x/1", "text": OTHER.decode()}
-    (item,) = spider_middleware.process_spider_output(response, [entry])
+    (item,) = outputs(spider_middleware, response, [entry])
     run(pipeline.process_item(item))
     assert crawler.stats.get_value("neardup/checked") == (None if reason == "opted_out" else 1)
 
@@ -134,7 +147,7 @@ def test_items_of_a_json_response_are_judged_from_their_field(tmp_path):
     pipeline = NearDupPipeline.from_crawler(crawler)
     request, page = respond("http://a.example/library", ARTICLE)
     run(middleware.process_response(request, page))
-    (story,) = spider_middleware.process_spider_output(page, [{"url": page.url, "html": page.text}])
+    (story,) = outputs(spider_middleware, page, [{"url": page.url, "html": page.text}])
     assert run(pipeline.process_item(story)) is story
     request = Request("http://a.example/api/stories")
     api = TextResponse(request.url, body=b"[]", headers={"Content-Type": "application/json"}, request=request)
@@ -143,7 +156,7 @@ def test_items_of_a_json_response_are_judged_from_their_field(tmp_path):
         {"url": "http://a.example/api/1", "html": ARTICLE.decode()},  # an exact copy of the page
         {"url": "http://a.example/api/2", "html": OTHER.decode()},
     ]
-    first, second = spider_middleware.process_spider_output(api, entries)
+    first, second = outputs(spider_middleware, api, entries)
     with pytest.raises(NearDuplicateItem, match=r"near-duplicate of http://a\.example/library"):
         run(pipeline.process_item(first))
     assert run(pipeline.process_item(second)) is second
@@ -189,7 +202,7 @@ def test_items_reuse_their_page_verdict_through_the_spider_middleware(tmp_path):
     items = []
     for request, response in pages:
         run(middleware.process_response(request, response))
-        items += spider_middleware.process_spider_output(response, [{"html": response.text}])
+        items += outputs(spider_middleware, response, [{"html": response.text}])
     tagged = [run(pipeline.process_item(item)) for item in items]
     assert [item["neardup"]["duplicate"] for item in tagged] == [False, True]
     assert crawler.stats.get_value("neardup/checked") == 2  # no item was judged again
@@ -312,11 +325,11 @@ def test_a_copy_keeps_its_item_when_its_original_gave_none(tmp_path, original_it
     request, home = respond("http://a.example/", ARTICLE)
     run(middleware.process_response(request, home))
     taken = [{"url": home.url, "html": home.text}][:original_items]  # a listing gives no item
-    for item in spider_middleware.process_spider_output(home, taken):
+    for item in outputs(spider_middleware, home, taken):
         run(pipeline.process_item(item))
     request, story = respond("http://a.example/story", ARTICLE)
     run(middleware.process_response(request, story))
-    (item,) = spider_middleware.process_spider_output(story, [{"url": story.url, "html": story.text}])
+    (item,) = outputs(spider_middleware, story, [{"url": story.url, "html": story.text}])
     if original_items:
         with pytest.raises(NearDuplicateItem):
             run(pipeline.process_item(item))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import csv
 import json
@@ -20,6 +21,7 @@ from url_site import LATE_KINDS, PLAIN, Changes, handler, page_of, pages, synthe
 
 from scrapy_neardup import urls
 from scrapy_neardup.crawl import kept_requests
+from scrapy_neardup.detector import Detector
 from scrapy_neardup.report import write_report
 from scrapy_neardup.url_rule import HOST, PARAM, SEGMENT, Rule, RuleKey, adopt_after, checks_needed, read_rule
 from scrapy_neardup.urls import Form, UrlModel, difference, explored
@@ -339,7 +341,7 @@ def test_an_index_failure_costs_the_evidence_never_the_page(tmp_path, caplog):
 
     caplog.set_level(logging.DEBUG, logger="scrapy_neardup")
     index = SQLiteIndex(tmp_path / "gone.sqlite", DedupConfig())
-    rules = UrlRules(index, get_crawler().stats)
+    rules = UrlRules(Detector(DedupConfig(), index).lanes, get_crawler().stats)
     rules.start(forget=False)
     index.close()
     for n in range(3):  # each article, then its tracking-parameter copy: evidence for a rule
@@ -348,7 +350,7 @@ def test_an_index_failure_costs_the_evidence_never_the_page(tmp_path, caplog):
             (f"http://x/a?id={n}&utm_source=mail", Verdict("", n + 10, True, duplicate_of=n + 1)),
         ):
             request = Request(url)
-            rules.learn(request, HtmlResponse(url, request=request), verdict)
+            asyncio.run(rules.learn(request, HtmlResponse(url, request=request), verdict))
     said = [r.levelname for r in caplog.records if "could not record" in r.getMessage()]
     assert said == ["WARNING"] + ["DEBUG"] * 4  # the first page teaches nothing yet
 
@@ -367,10 +369,10 @@ def test_an_index_failure_at_the_start_leaves_the_skipped_requests_for_later(tmp
     index = SQLiteIndex(db, DedupConfig())
     crawler = get_crawler()
     crawler.engine, crawler.spider = object(), object()  # crawling, as far as revive can tell
-    rules = UrlRules(index, crawler.stats, crawler)
+    rules = UrlRules(Detector(DedupConfig(), index).lanes, crawler.stats, crawler)
     rules.start(forget=False)
     index.close()
-    rules.revive_withdrawn()
+    asyncio.run(rules.revive_withdrawn())
     said = [r.levelname for r in caplog.records if "could not schedule again" in r.getMessage()]
     assert said == ["WARNING"] and rules._withdrawn == set()
 
@@ -448,11 +450,13 @@ def test_tag_mode_skips_nothing_and_reports_what_the_rules_would_skip(tmp_path, 
 
 
 def test_sqlite_and_redis_indexes_learn_the_same_rules_at_the_same_pages(tmp_path, redis_url):
-    """One request at a time and none explored or checked, a crawl is the same on any index: the rules are
+    """One request at a time, each page decided before the next download (ignore mode waits for the
+    verdict in the downloader), none explored or checked: a crawl is the same on any index, the rules
     adopted at the same page and the same requests skipped, whatever the index returns as bytes."""
     import redis
 
     settings = {**ADDON, "NEARDUP_WORKERS": 0, "CONCURRENT_REQUESTS": 1, "NEARDUP_URL_EXPLORE": 0.0}
+    settings["NEARDUP_ACTION"] = "ignore"
     settings["NEARDUP_URL_VERIFY"] = 0.0  # none checked before closing: the draw differs by crawl
     prefix = uuid.uuid4().hex
     on_redis = {"NEARDUP_INDEX": f"{redis_url}?prefix={prefix}"}
@@ -541,7 +545,7 @@ def test_the_requests_kept_for_the_check_are_a_bounded_uniform_sample():
     it skipped; late skips are as likely in it as early ones."""
     from scrapy_neardup.crawl.url_rules import Skipped, UrlRules
 
-    rules = UrlRules(index=None, stats=None)  # type: ignore[arg-type]
+    rules = UrlRules(lanes=None, stats=None)
     for n in range(20_000):
         rules._sample(Skipped(f"http://h/a?id={n}&sid=1", f"http://h/a?id={n}", ("sid",), n, b"{}"))
     met, sample = rules._unchecked["sid"]

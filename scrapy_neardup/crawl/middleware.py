@@ -1,17 +1,18 @@
-"""NearDupDownloaderMiddleware: judge each HTML response before the spider sees it."""
+"""The crawl's middlewares: a check started for each HTML response, its verdict awaited before the spider."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import AsyncIterable, AsyncIterator, Iterable
+import time
+from collections.abc import AsyncIterable, AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse, Request, Response
 
-from ..detector import Arrival
 from ..verdict import Verdict
-from . import kept_requests
+from .background import spawn
 from .policy import Action, Outcome, why_dropped
 from .session import CrawlSession
 from .url_rules import FETCH
@@ -22,15 +23,21 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 HTML_TYPES = (b"text/html", b"application/xhtml+xml")
-PAGE_VERDICT = "_neardup_verdict"
+PAGE_VERDICT = "_neardup_verdict"  # the page's verdict, or its check under way (a future)
+_PASSED_AT = "_neardup_passed_at"  # when the response left the downloader, its check under way
 
 
 class NearDupDownloaderMiddleware:
-    """Judges each HTML response against the pages seen before, before the spider sees it.
+    """Starts the check of each HTML response against the pages seen before.
 
     Sits at 570, after decompression, redirects and meta refresh. Each HTML response
     with a 2xx status is fingerprinted and checked against the index in one atomic step;
-    the index records it either way. With ``NEARDUP_ACTION = "drop"`` (the default) a
+    the index records it either way. The check runs beside the crawl: the response leaves
+    the downloader at once, and NearDupSpiderMiddleware waits for the verdict before the
+    spider's callback runs (so downloads go on while the index is slow or locked; the pages
+    waiting are bounded by Scrapy's ``SCRAPER_SLOT_MAX_ACTIVE_SIZE``, 5 MB of responses by
+    default, and counted as ``neardup/waited/*``). In ignore mode, or without that middleware
+    or the asyncio reactor, this middleware waits for it. With ``NEARDUP_ACTION = "drop"`` (the default) a
     near-duplicate still reaches the spider, so its links are followed, and the items it
     yields are dropped by NearDupPipeline; ``request.meta["neardup"]`` holds its verdict as
     a plain dict. With ``"ignore"`` it raises ``IgnoreRequest("near-duplicate of <url>")``:
@@ -57,12 +64,12 @@ class NearDupDownloaderMiddleware:
     def from_crawler(cls, crawler: Crawler) -> NearDupDownloaderMiddleware:
         return cls(CrawlSession.for_crawler(crawler))
 
-    def process_request(self, request: Request, spider: Any = None) -> None:
+    async def process_request(self, request: Request, spider: Any = None) -> None:
         if not request.meta.get(FETCH):  # a request of the crawl's own, not one read from the index
             self.session.hosts.asked(request.url)
         urls = self.session.urls
         if urls is not None:  # a predicted copy of a page this crawl fetched: IgnoreRequest
-            urls.before_download(request, spider)
+            await urls.before_download(request, spider)
 
     async def process_response(self, request: Request, response: Response, spider: Any = None) -> Response:
         if request.meta.get("dont_obey_robotstxt") and request.url.endswith("/robots.txt"):
@@ -71,27 +78,17 @@ class NearDupDownloaderMiddleware:
         reason = self.skip_reason(request, response)
         if reason:
             session.skipped(reason)
-            session.recovery.fetched(request)
+            spawn(session.recovery.fetched(request))
             if reason == "opted_out":  # nor are the page's items judged by the pipeline
                 request.meta[PAGE_VERDICT] = Verdict(response.url, None, False, skip_reason=reason)
             return response  # any other page's items (JSON, a feed) are judged by the pipeline
-        session.recovery.fetching(request)
-        kept = kept_requests.keep(request, session.crawler.spider if session.crawler else spider)
-        page = Arrival(response.url, response.body, _content_type(response), request=kept)
-        verdict = await session.judge(page)
-        session.recovery.fetched(request)  # after its record: until then the dead run's to recover
-        request.meta[PAGE_VERDICT] = verdict  # for NearDupSpiderMiddleware: the page's items
-        session.page_judged(verdict)
-        if session.urls is not None:
-            session.urls.learn(request, response, verdict)
-        policy = session.policy
-        outcome = policy.outcome(verdict)
-        if outcome is not None:
-            session.acted(verdict, outcome)
-        if outcome is Outcome.IGNORED:
-            raise IgnoreRequest(why_dropped(verdict))
-        if policy.action is Action.TAG or verdict.duplicate or verdict.canonical:
-            request.meta["neardup"] = policy.as_dict(verdict)
+        spider = session.crawler.spider if session.crawler else spider
+        check = session.check(request, response, spider)
+        if session.policy.action is Action.IGNORE or not session.spider_waits:
+            judged(session, request, await check)  # decided before the spider, as documented
+        else:  # the spider middleware waits for it: this response leaves the downloader now
+            request.meta[PAGE_VERDICT] = check
+            request.meta[_PASSED_AT] = time.monotonic()
         return response
 
     @staticmethod
@@ -107,13 +104,26 @@ class NearDupDownloaderMiddleware:
         return None  # an empty page too: recorded (not judged), so that it is met again by its URL
 
 
-def _content_type(response: Response) -> str | None:
-    value = response.headers.get(b"Content-Type")
-    return value.decode("latin-1") if value else None
+def judged(session: CrawlSession, request: Request, verdict: Verdict) -> None:
+    """What the page's verdict does: counted, logged, in ``request.meta["neardup"]``, and in
+    ignore mode the response ignored (``IgnoreRequest``)."""
+    request.meta[PAGE_VERDICT] = verdict  # for NearDupSpiderMiddleware: the page's items
+    policy = session.policy
+    outcome = policy.outcome(verdict)
+    if outcome is not None:
+        session.acted(verdict, outcome)
+    if outcome is Outcome.IGNORED:
+        raise IgnoreRequest(why_dropped(verdict))
+    if policy.action is Action.TAG or verdict.duplicate or verdict.canonical:
+        request.meta["neardup"] = policy.as_dict(verdict)
 
 
 class NearDupSpiderMiddleware:
-    """Links each item to the verdict on the page it came from, so the pipeline reuses it.
+    """Waits for a page's verdict before the spider's callback runs, and links each item to it,
+    so the pipeline reuses it.
+
+    A generator callback (one that yields) runs as its output is read: it finds the verdict in
+    ``response.meta["neardup"]``; a callback that returns a list has run already.
 
     An item holding its page's text is then never judged again (nor found to duplicate its
     own page), and a duplicate page's items are dropped. It also tells the session how many
@@ -135,22 +145,11 @@ class NearDupSpiderMiddleware:
                 self.session.hosts.asked(output.url)
             yield output
 
-    def process_spider_output(
-        self, response: Response, result: Iterable[Any], spider: Any = None
-    ) -> Iterable[Any]:
-        verdict, items = response.meta.get(PAGE_VERDICT), 0
-        try:
-            for output in result:
-                items += self._passed(output, verdict)
-                yield output
-        finally:
-            if verdict is not None:
-                self.session.page_parsed(verdict, items)
-
-    async def process_spider_output_async(
+    async def process_spider_output(
         self, response: Response, result: AsyncIterable[Any], spider: Any = None
     ) -> AsyncIterator[Any]:
-        verdict, items = response.meta.get(PAGE_VERDICT), 0
+        verdict = await self._verdict(response)
+        items = 0
         try:
             async for output in result:
                 items += self._passed(output, verdict)
@@ -158,6 +157,19 @@ class NearDupSpiderMiddleware:
         finally:
             if verdict is not None:
                 self.session.page_parsed(verdict, items)
+
+    async def _verdict(self, response: Response) -> Verdict | None:
+        """The page's verdict, waited for when its check is still under way: before a spider's
+        generator callback runs (its body runs as its output is read), so it finds the verdict in
+        ``response.meta["neardup"]``."""
+        meta = response.meta
+        pending = meta.get(PAGE_VERDICT)
+        if not isinstance(pending, asyncio.Future):
+            return pending
+        verdict = await pending
+        self.session.waited(time.monotonic() - meta.pop(_PASSED_AT, time.monotonic()))
+        judged(self.session, response.request or Request(response.url, meta=meta), verdict)
+        return verdict
 
     def _passed(self, output: Any, verdict: Verdict | None) -> int:
         """Note what the spider yields: a request's host is one the crawl asks for; an item (1)

@@ -19,8 +19,9 @@ from typing import Any
 from scrapy.http import Request
 
 from ..exceptions import one_line
-from ..index import Store
+from ..index.lanes import Lanes
 from . import kept_requests
+from .background import spawn
 from .hosts import Hosts
 from .url_rules import FETCH
 
@@ -30,40 +31,60 @@ AGAIN = "_neardup_again"  # a request's meta: the record of a dead run's page it
 
 
 class Recovery:
-    """The crawl's heartbeat, and the fetching again of what dead runs admitted."""
+    """The crawl's heartbeat, and the fetching again of what dead runs admitted. The index work
+    runs on the index's lanes (``lanes``), never on the crawl's thread while it runs."""
 
-    def __init__(self, index: Store, stats: Any, crawler: Any, hosts: Hosts) -> None:
-        self.index = index
+    def __init__(self, lanes: Lanes | None, stats: Any, crawler: Any, hosts: Hosts) -> None:
+        self.lanes = lanes
         self.stats = stats
         self.crawler = crawler
         self.hosts = hosts
         self._failed = False
 
-    def beat(self) -> int:
+    async def beat(self) -> int:
         """Show this run alive; claim the dead runs nobody fetches again, and schedule their pages.
         The number scheduled (or waiting for their host). A failure of the index is said once:
         the next beat tries again."""
         try:
-            scheduled = sum(self._recover(dead) for dead in self.index.beat())
+            claimed = await self.lanes.run(lambda lane: self._claims(lane.index))
         except Exception as exc:
-            (logger.debug if self._failed else logger.warning)(
-                "scrapy-neardup: could not show this crawl alive in its index (%s); tried again in a "
-                "few seconds", one_line(f"{type(exc).__name__}: {exc}"),
-            )  # fmt: skip
-            self._failed = True
-            return 0
-        self._failed = False
-        return scheduled
+            return self._beat_failed(exc)
+        return self._scheduled(claimed)
 
-    def _recover(self, dead: int) -> int:
-        """Claim a dead run and schedule its pages, unless none can be fetched from here yet (a
-        crawler that has asked for no page of their hosts): then another crawler, or this one
-        later, takes them."""
+    def beat_now(self) -> int:
+        """``beat``, waited for: when the crawl is idle (nothing else to do)."""
+        try:
+            claimed = self.lanes.call(lambda lane: self._claims(lane.index))
+        except Exception as exc:
+            return self._beat_failed(exc)
+        return self._scheduled(claimed)
+
+    def _beat_failed(self, exc: Exception) -> int:
+        (logger.debug if self._failed else logger.warning)(
+            "scrapy-neardup: could not show this crawl alive in its index (%s); tried again in a "
+            "few seconds", one_line(f"{type(exc).__name__}: {exc}"),
+        )  # fmt: skip
+        self._failed = True
+        return 0
+
+    def _claims(self, index: Any) -> list[tuple[int, list[tuple[int, bytes]]]]:
+        """On a lane: the beat, and the dead runs this crawler claims with their pages, unless none
+        can be fetched from here yet (a crawler that asked for no page of their hosts): then
+        another crawler, or this one later, takes them."""
+        claimed = []
+        for dead in index.beat():
+            pages = index.pending(dead)
+            if any(self.hosts.allows(_url(kept)) for _, kept in pages) and index.claim(dead):
+                claimed.append((dead, pages))
+        return claimed
+
+    def _scheduled(self, claimed: list[tuple[int, list[tuple[int, bytes]]]]) -> int:
+        self._failed = False
+        return sum(self._recover(dead, pages) for dead, pages in claimed)
+
+    def _recover(self, dead: int, pages: list[tuple[int, bytes]]) -> int:
         engine, spider = getattr(self.crawler, "engine", None), getattr(self.crawler, "spider", None)
         if engine is None or spider is None:
-            return 0
-        pages = self.index.pending(dead)
-        if not any(self.hosts.allows(_url(kept)) for _, kept in pages) or not self.index.claim(dead):
             return 0
         logger.info(
             "scrapy-neardup: crawl run %d died without closing: fetching again the %d pages it admitted, "
@@ -89,25 +110,28 @@ class Recovery:
         self.stats.inc_value("neardup/recovery/refused")
         (logger.debug if self.stats.get_value("neardup/recovery/refused") > 1 else logger.warning)(
             "scrapy-neardup: page #%d of dead run %d in index %s cannot be fetched again: %s; left out "
-            "(counted as neardup/recovery/refused)", doc, dead, self.index.path, one_line(why),
+            "(counted as neardup/recovery/refused)", doc, dead, self.lanes.index.path, one_line(why),
         )  # fmt: skip
-        self.index.fetched_again(doc, dead)
+        spawn(self._fetched(doc, dead))
 
-    def fetching(self, request: Request) -> None:
+    async def fetching(self, request: Request) -> None:
         """Before a page fetched again is judged: its dead run is dead for this crawler too (it
         may not have looked since), so the page is a revisit of that run's, not a copy."""
         again = _again(request)
-        if again and again[0] not in self.index.runs.dead:
-            self.beat()
+        if again and again[0] not in self.lanes.index.runs.dead:
+            await self.beat()
 
-    def fetched(self, request: Request) -> None:
+    async def fetched(self, request: Request) -> None:
         """A page fetched again has its response: no longer the dead run's to recover."""
         again = _again(request)
         if again:
-            try:
-                self.index.fetched_again(again[1], again[0])
-            except Exception as exc:  # fetched again by the next crawl: a copy, never a loss
-                logger.debug("scrapy-neardup: could not mark page #%d as fetched again (%r)", again[1], exc)
+            await self._fetched(again[1], again[0])
+
+    async def _fetched(self, doc: int, dead: int) -> None:
+        try:
+            await self.lanes.run(lambda lane: lane.index.fetched_again(doc, dead))
+        except Exception as exc:  # fetched again by the next crawl: a copy, never a loss
+            logger.debug("scrapy-neardup: could not mark page #%d as fetched again (%r)", doc, exc)
 
 
 def _again(request: Request) -> tuple[int, int] | None:

@@ -12,6 +12,7 @@ import dataclasses
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,9 @@ from typing import Any
 from scrapy import signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import DontCloseSpider, NotConfigured
+from scrapy.http import Request, Response
 from scrapy.statscollectors import StatsCollector
+from scrapy.utils.defer import deferred_from_coro
 from twisted.internet import task
 
 from ..config import DedupConfig
@@ -28,11 +31,13 @@ from ..detector import Arrival, Detector
 from ..exceptions import IndexFailure, NearDupError, one_line
 from ..index.runs import BEAT_EVERY
 from ..verdict import Verdict
+from . import kept_requests
+from .background import spawn
 from .hosts import Hosts
 from .policy import Outcome, Policy
 from .recovery import Recovery
 from .settings import CrawlSettings
-from .start import open_session_parts, said_once
+from .start import open_session_parts, said_once, spider_waits
 from .url_rules import UrlRules
 
 logger = logging.getLogger("scrapy_neardup")
@@ -74,10 +79,12 @@ class CrawlSession:
         self._pages: OrderedDict[int, _Parsed] = OrderedDict()  # admitted pages of this crawl, by id
         self._logged_once = False
         self._failures: set[str] = set()
-        self.recovery = recovery or Recovery(detector.index, stats, None, Hosts(None))
+        self.recovery = recovery or Recovery(detector.lanes, stats, None, Hosts(None))
         self.hosts = self.recovery.hosts  # the hosts the crawl asks for
         self.crawler: Crawler | None = None
+        self.spider_waits = False  # NearDupSpiderMiddleware awaits verdicts (``start.spider_waits``)
         self._heart: task.LoopingCall | None = None
+        self._waited: tuple[int, float, float] = (0, 0.0, 0.0)  # pages, seconds in all, the longest
         self._finished = False
 
     @classmethod
@@ -96,9 +103,10 @@ class CrawlSession:
                 raise
             session = cls(
                 parts.config, parts.settings, parts.policy, parts.detector, crawler.stats, parts.urls,
-                Recovery(parts.detector.index, crawler.stats, crawler, parts.hosts),
+                Recovery(parts.detector.lanes, crawler.stats, crawler, parts.hosts),
             )  # fmt: skip
             session.crawler = crawler
+            session.spider_waits = spider_waits(crawler)
             crawler.signals.connect(session.spider_closed, signal=signals.spider_closed)
             crawler.signals.connect(session.spider_opened, signal=signals.spider_opened)
             crawler.signals.connect(session.spider_idle, signal=signals.spider_idle)
@@ -109,6 +117,41 @@ class CrawlSession:
         return session
 
     # --- judging ------------------------------------------------------------------------
+
+    def check(self, request: Request, response: Response, spider: Any) -> Awaitable[Verdict]:
+        """Start the check of a response, beside the crawl: its verdict, when it comes (the spider
+        middleware awaits it, or the downloader middleware in ignore mode). Without an asyncio
+        loop, the check to await."""
+        checking = self._check(request, response, spider)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return checking
+        return asyncio.ensure_future(checking)
+
+    async def _check(self, request: Request, response: Response, spider: Any) -> Verdict:
+        await self.recovery.fetching(request)
+        kept = kept_requests.keep(request, spider)
+        page = Arrival(response.url, response.body, _content_type(response), request=kept)
+        verdict = await self.judge(page)
+        spawn(self.recovery.fetched(request))  # after its record: until then the dead run's to recover
+        self.page_judged(verdict)
+        if self.urls is not None:  # before the verdict: the spider's next requests meet what it taught
+            await self.urls.learn(request, response, verdict)
+        return verdict
+
+    def waited(self, seconds: float) -> None:
+        """The spider waited ``seconds`` for a page's verdict (the index was slow, or locked)."""
+        if seconds > 0.001:
+            pages, total, longest = self._waited
+            self._waited = (pages + 1, total + seconds, max(longest, seconds))
+
+    def _wait_stats(self) -> None:
+        pages, total, longest = self._waited
+        if pages:
+            self.stats.set_value("neardup/waited/pages", pages)
+            self.stats.set_value("neardup/waited/seconds", round(total, 1))
+            self.stats.set_value("neardup/waited/max_ms", round(longest * 1000))
 
     async def judge(self, page: Arrival) -> Verdict:
         """Judge one page on the road, and count it.
@@ -153,13 +196,30 @@ class CrawlSession:
         )  # fmt: skip
 
     def forget(self) -> None:
-        """Forget the pages NEARDUP_FORGET_AFTER and NEARDUP_MAX_PAGES leave out (at the start, every
-        FORGET_EVERY pages and at the end); a failure is logged, and the crawl goes on with them kept."""
-        after, most = self.settings.forget_after, self.settings.max_pages
-        if after is None and most is None:
-            return
+        """Forget the pages NEARDUP_FORGET_AFTER and NEARDUP_MAX_PAGES leave out, waited for (at the
+        start and at the end); a failure is logged, and the crawl goes on with them kept."""
+        if self._forgetting():
+            self._forgot(lambda: self.detector.lanes.call(self._forget_on))
+
+    async def _forget_meanwhile(self) -> None:
+        """``forget`` on a lane while the crawl goes on (every FORGET_EVERY pages)."""
         try:
-            forgotten = self.detector.forget(time.time() - after if after else None, most)
+            forgotten = await self.detector.lanes.run(self._forget_on)
+        except Exception as exc:
+            self._close_failed("could not forget old pages", exc)
+            return
+        self._forgot(lambda: forgotten)
+
+    def _forgetting(self) -> bool:
+        return self.settings.forget_after is not None or self.settings.max_pages is not None
+
+    def _forget_on(self, lane: Any) -> int:
+        after, most = self.settings.forget_after, self.settings.max_pages
+        return self.detector.forget(time.time() - after if after else None, most, lane.index)
+
+    def _forgot(self, forgetting: Any) -> None:
+        try:
+            forgotten = forgetting()
         except Exception as exc:
             self._close_failed("could not forget old pages", exc)
             return
@@ -174,8 +234,8 @@ class CrawlSession:
 
     def _count(self, verdict: Verdict) -> None:
         self.stats.inc_value("neardup/checked")
-        if self.stats.get_value("neardup/checked", 0) % FORGET_EVERY == 0:
-            self.forget()
+        if self.stats.get_value("neardup/checked", 0) % FORGET_EVERY == 0 and self._forgetting():
+            spawn(self._forget_meanwhile())
         if verdict.duplicate:
             kind = verdict.method if verdict.method in ("exact", SAME_URL) else "near"
             self.stats.inc_value(f"neardup/duplicates/{kind}")
@@ -265,16 +325,17 @@ class CrawlSession:
     # --- the run: its heartbeat, and its close ------------------------------------------
 
     def spider_opened(self, spider: Any = None) -> None:
-        self._heart = task.LoopingCall(self.recovery.beat)  # shows the run alive, claims what dead runs left
-        self._heart.start(BEAT_EVERY, now=True)
+        self.recovery.beat_now()  # shows the run alive, claims what dead runs left; then every BEAT_EVERY s
+        self._heart = task.LoopingCall(lambda: deferred_from_coro(self.recovery.beat()))
+        self._heart.start(BEAT_EVERY, now=False)
         if self.urls is not None:
-            self.urls.revive_withdrawn()  # what a crawl killed after revoking a rule had not yet
+            spawn(self.urls.revive_withdrawn())  # what a crawl killed after revoking a rule had not yet
 
     def spider_idle(self, spider: Any = None) -> None:
         """Before the crawl closes, the URL rules check some of what they skipped, and the pages of
         runs found dead meanwhile are fetched again."""
         checked = self.urls is not None and self.urls.check_before_close()
-        recovered = self.recovery.beat()
+        recovered = self.recovery.beat_now()
         if checked or recovered:
             raise DontCloseSpider
 
@@ -299,9 +360,9 @@ class CrawlSession:
         self._finished = True
         if self._heart is not None and self._heart.running:
             self._heart.stop()
-        index = self.detector.index
+        index, lanes = self.detector.index, self.detector.lanes
         try:
-            index.end_run()
+            lanes.call(lambda lane: lane.index.end_run())
         except Exception as exc:  # the run stays open: its pages count as unconfirmed next time, nothing lost
             self._close_failed(f"could not close the crawl run in {index.path}", exc)
         workers = self.detector.workers
@@ -309,10 +370,13 @@ class CrawlSession:
         if workers.peak_memory_mb is not None:
             self.stats.set_value("neardup/workers/memory_mb", round(workers.peak_memory_mb))
         self.forget()
+        self._wait_stats()
+        connections = lanes.indexes()
+        lanes.close()  # the crawl's thread has the index to itself from here
         if self.settings.report is not None:
             self.write_report()
         self.detector.close()
-        unrecorded = getattr(index, "unrecorded", 0)  # known once the index's last answers are read
+        unrecorded = sum(getattr(ix, "unrecorded", 0) for ix in connections)  # their last answers read
         if unrecorded:
             self.stats.set_value("neardup/unrecorded", unrecorded)
 
@@ -347,3 +411,8 @@ def _exports_feeds(crawler: Crawler | None) -> bool:
 
     extensions = getattr(getattr(crawler, "extensions", None), "middlewares", ())
     return any(isinstance(extension, FeedExporter) for extension in extensions)
+
+
+def _content_type(response: Response) -> str | None:
+    value = response.headers.get(b"Content-Type")
+    return value.decode("latin-1") if value else None

@@ -85,7 +85,7 @@ def open_session_parts(crawler: Crawler) -> Opened:
     if settings.learn_urls:
         observe = settings.action is Action.TAG  # every page goes on: the rules only learn
         urls = UrlRules(
-            index, crawler.stats, crawler, hosts, explore=settings.url_explore, debug=settings.debug,
+            detector.lanes, crawler.stats, crawler, hosts, explore=settings.url_explore, debug=settings.debug,
             observe=observe, sure=policy.sure, verify=settings.url_verify,
         )  # fmt: skip
         urls.start(forget=settings.url_rules_reset)
@@ -93,19 +93,36 @@ def open_session_parts(crawler: Crawler) -> Opened:
     return Opened(config, settings, policy, detector, urls, hosts)
 
 
+def spider_waits(crawler: Crawler) -> bool:
+    """Whether the spider middleware waits for a page's verdict (the downloader middleware then
+    passes the response on at once): NearDupSpiderMiddleware is on, and the asyncio reactor runs
+    the checks beside the crawl."""
+    from scrapy.utils.reactor import is_asyncio_reactor_installed, is_reactor_installed
+
+    return (
+        is_reactor_installed()
+        and is_asyncio_reactor_installed()
+        and _component_on(crawler.settings, "SPIDER_MIDDLEWARES", "NearDupSpiderMiddleware")
+    )
+
+
 def _pipeline_on(settings: Any) -> bool:
-    """Whether NearDupPipeline (known by its name: it imports this module) is an item pipeline."""
+    """Whether NearDupPipeline is an item pipeline."""
+    return _component_on(settings, "ITEM_PIPELINES", "NearDupPipeline")
+
+
+def _component_on(settings: Any, setting: str, name: str) -> bool:
+    """Whether the component ``name`` of this package (known by its name: it imports this module)
+    is in the component list ``setting``."""
     from scrapy.utils.conf import build_component_list
     from scrapy.utils.misc import load_object
 
-    for component in build_component_list(settings.getwithbase("ITEM_PIPELINES")):
+    for component in build_component_list(settings.getwithbase(setting)):
         try:
             loaded = load_object(component)
         except (ImportError, ValueError, NameError, AttributeError):
             continue
-        if getattr(loaded, "__qualname__", "") == "NearDupPipeline" and loaded.__module__.startswith(
-            __package__
-        ):
+        if getattr(loaded, "__qualname__", "") == name and loaded.__module__.startswith(__package__):
             return True
     return False
 

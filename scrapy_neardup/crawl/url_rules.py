@@ -22,11 +22,13 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Request, Response
 
 from ..exceptions import one_line
-from ..index import Store
+from ..index.lanes import Lanes
 from ..url_rule import MISSED_SHARE, Rule, RuleKey, adopt_after, checks_needed, read_rule
 from ..urls import EXPLORE, UrlModel, explored
 from ..verdict import Verdict
 from . import kept_requests
+from .background import spawn
+from .batches import Batch
 from .hosts import Hosts
 
 logger = logging.getLogger("scrapy_neardup")
@@ -60,7 +62,7 @@ class UrlRules:
 
     def __init__(
         self,
-        index: Store,
+        lanes: Lanes | None,
         stats: Any,
         crawler: Any = None,
         hosts: Hosts | None = None,
@@ -70,7 +72,7 @@ class UrlRules:
         sure: Callable[[Verdict], bool] = lambda verdict: True,
         verify: float = MISSED_SHARE,
     ) -> None:
-        self.index = index
+        self.lanes = lanes  # the index's lanes: its work runs there, never on the crawl's thread
         self.explore = explore
         self.verify_share = verify  # a rule changing this share of its skips is caught before close
         self.observe = observe  # tag mode: learn, count what would be skipped, skip nothing
@@ -93,17 +95,23 @@ class UrlRules:
         self._judged = 0
         self._withdrawn: set[str] = set()  # the rules withdrawn when their skips were last revived
         self._unread_said = False  # unreadable rules were said
+        # Skipped requests kept in the index, many a transaction: one round trip for a burst.
+        self._skips: Batch = Batch(lambda rows: lanes.run(lambda lane: lane.index.add_url_skips(rows)))
 
     def start(self, forget: bool) -> None:
         """Read the rules the index holds (NEARDUP_URL_RULES_RESET forgets them first)."""
         if forget:
-            self.index.forget_url_rules()
-        self._read_rules()
+            self.lanes.call(lambda lane: lane.index.forget_url_rules())
+        self._read_rules(self.lanes.call(lambda lane: lane.index.url_rules()))
 
-    def _read_rules(self) -> bool:
-        """Take the rules' status from the index; whether any changed."""
+    @property
+    def _path(self) -> Any:
+        return getattr(getattr(self.lanes, "index", None), "path", "")
+
+    def _read_rules(self, rows: list[tuple[str, Any, Any, Any]]) -> bool:
+        """Take the rules' status from the index's rows; whether any changed."""
         changed, unread = False, []
-        for row in self.index.url_rules():
+        for row in rows:
             try:
                 key, same, differ, status = read_rule(row)
             except (ValueError, TypeError) as exc:
@@ -113,7 +121,7 @@ class UrlRules:
         if unread and not self._unread_said:
             logger.warning(
                 "scrapy-neardup: %d URL rules of index %s could not be read and are left out (%s)",
-                len(unread), getattr(self.index, "path", ""), one_line(unread[0]),
+                len(unread), self._path, one_line(unread[0]),
             )  # fmt: skip
             self._unread_said = True
         if changed:
@@ -129,9 +137,10 @@ class UrlRules:
 
     # --- before the download ---------------------------------------------------------------
 
-    def before_download(self, request: Request, spider: Any) -> None:
+    async def before_download(self, request: Request, spider: Any) -> None:
         """Raise IgnoreRequest for a predicted copy of a page this crawl fetched (but for the
-        explored share); the request is kept for its revival."""
+        explored share); the request is kept for its revival (in the index, in batches: this
+        request waits for its row, the crawl does not)."""
         if request.meta.get(FETCH) or request.meta.get("neardup_skip"):
             return
         spider = spider or getattr(self.crawler, "spider", None)  # Scrapy 2.13 passes none
@@ -144,10 +153,7 @@ class UrlRules:
         texts = [key.text() for key in keys]
         if self.observe:  # tag mode: fetched, and kept for the report as what the rules would skip
             self.stats.inc_value("neardup/urls/would_skip")
-            try:
-                self.index.add_url_skip(texts, request.url, target, b"")
-            except Exception as exc:  # a full disk, Redis gone: the report lists one fewer
-                logger.debug("scrapy-neardup: could not note %s as a would-be skip (%r)", request.url, exc)
+            spawn(self._note(texts, request.url, target))
             return
         self._predicted.update(texts)
         if explored(request.url, self.explore, self.salt):
@@ -160,7 +166,7 @@ class UrlRules:
             self.stats.inc_value("neardup/urls/not_kept")
             return
         try:
-            skip = self.index.add_url_skip(texts, request.url, target, kept)
+            skip = await self._skips.add((texts, request.url, target, kept))
         except Exception as exc:  # a full disk, Redis gone
             logger.debug(
                 "scrapy-neardup: fetching %s, a predicted copy that cannot be kept (%r)", request.url, exc
@@ -175,16 +181,23 @@ class UrlRules:
             self._logged = True
         raise IgnoreRequest(reason)
 
+    async def _note(self, texts: list[str], url: str, target: str) -> None:
+        """Keep a request tag mode fetched that the rules would have skipped (for the report)."""
+        try:
+            await self._skips.add((texts, url, target, b""))
+        except Exception as exc:  # a full disk, Redis gone: the report lists one fewer
+            logger.debug("scrapy-neardup: could not note %s as a would-be skip (%r)", url, exc)
+
     # --- after a page is judged ------------------------------------------------------------
 
-    def learn(self, request: Request, response: Response, verdict: Verdict) -> None:
+    async def learn(self, request: Request, response: Response, verdict: Verdict) -> None:
         """Add a judged page's evidence: its URLs (as requested, and after redirects) and what
         its content is a copy of. A failure of the index (a full disk, Redis gone) costs the
         evidence, never the page: said once, the rules learn on when it is back."""
         if not verdict.judged or verdict.doc_id is None:
             return
         try:
-            self._learn(request, response, verdict)
+            await self._learn(request, response, verdict)
         except Exception as exc:
             (logger.debug if self._failed else logger.warning)(
                 "scrapy-neardup: URL rules could not record what %s teaches (%s); the page goes on",
@@ -192,7 +205,7 @@ class UrlRules:
             )  # fmt: skip
             self._failed = True
 
-    def _learn(self, request: Request, response: Response, verdict: Verdict) -> None:
+    async def _learn(self, request: Request, response: Response, verdict: Verdict) -> None:
         # A page let through under the sure bar is an original of its own content, not a copy of
         # the page it resembles: evidence pairs it with its own copies only.
         same = verdict.duplicate_of is not None and not (verdict.duplicate and not self.sure(verdict))
@@ -220,11 +233,13 @@ class UrlRules:
         if changes:
             texts = {key.text(): key for key in changes}
             evidence = {text: (changes[key][0], changes[key][1]) for text, key in texts.items()}
-            totals = self.index.add_url_evidence(evidence, ADOPT_AT)
+            totals = await self.lanes.run(lambda lane: lane.index.add_url_evidence(evidence, ADOPT_AT))
             self._weigh({texts[text]: total for text, total in totals.items()}, response.url)
         self._judged += 1
-        if self._judged % REFRESH == 0 and self._read_rules():
-            self.revive_withdrawn()
+        if self._judged % REFRESH == 0:
+            rows = await self.lanes.run(lambda lane: lane.index.url_rules())
+            if self._read_rules(rows):
+                await self.revive_withdrawn()
 
     def _weigh(self, totals: dict[RuleKey, tuple[int, int, str, str]], url: str = "") -> None:
         """Take in the rules' totals and the status the index gave them: count and log the rules
@@ -243,7 +258,7 @@ class UrlRules:
             )  # fmt: skip
         if changed:
             self.model.rules_changed()
-            self.revive_withdrawn()
+            spawn(self.revive_withdrawn())
 
     # --- checking before the crawl closes ----------------------------------------------------
 
@@ -258,7 +273,7 @@ class UrlRules:
                 sample[at] = skipped
             self._unchecked[text] = (met, sample)
 
-    def check_before_close(self) -> int:
+    def check_before_close(self) -> int:  # the crawl is idle: the index is waited for
         """Schedule, with their callbacks and meta, enough of this crawl's skipped requests, drawn
         at random, that each rule in force has had ``url_rule.checks_needed`` of its predicted
         copies downloaded (the explored ones count): a rule that changes a few of the pages it
@@ -296,7 +311,7 @@ class UrlRules:
             return 0
         by_row = {skipped.skip: skipped for skipped in drawn.values()}
         scheduled = 0
-        for skip in self.index.claim_url_skips(sorted(by_row)):
+        for skip in self.lanes.call(lambda lane: lane.index.claim_url_skips(sorted(by_row))):
             skipped = by_row[skip]
             request = kept_requests.revive(skipped.kept, spider)
             request.meta[FETCH] = True
@@ -307,12 +322,12 @@ class UrlRules:
 
     # --- revival ----------------------------------------------------------------------------
 
-    def revive_withdrawn(self) -> None:
+    async def revive_withdrawn(self) -> None:
         """Schedule again what withdrawn rules skipped (this crawl withdrew them, another crawler
         did, or this crawl was killed before it could)."""
         withdrawn = {key.text() for key in self.model.withdrawn()}
         try:
-            if withdrawn != self._withdrawn and self.revive(sorted(withdrawn)):
+            if withdrawn != self._withdrawn and await self.revive(sorted(withdrawn)):
                 self._withdrawn = withdrawn
         except Exception as exc:  # the index failed: the requests wait there for the next try
             logger.warning(
@@ -320,7 +335,7 @@ class UrlRules:
                 "tried again when the rules next change", one_line(f"{type(exc).__name__}: {exc}"),
             )  # fmt: skip
 
-    def revive(self, rules: list[str]) -> bool:
+    async def revive(self, rules: list[str]) -> bool:
         """Schedule again, with their callbacks and meta, the requests these rules skipped (each
         once, by the crawler that claims it); whether it could (not before the crawl's start).
         A row on a host this crawl does not ask for (yet) waits; one that is no request this
@@ -330,26 +345,30 @@ class UrlRules:
         if engine is None or spider is None:
             return False
         unread = []
-        for skip, url, kept in self.index.url_skips(rules):
+        for skip, url, kept in await self.lanes.run(lambda lane: lane.index.url_skips(rules)):
             try:
                 request = kept_requests.revive(kept, spider, url)
             except ValueError as exc:  # the spider changed its callbacks, or the row is not ours
                 unread.append(skip)
                 (logger.debug if self.stats.get_value("neardup/urls/unreadable") else logger.warning)(
                     "scrapy-neardup: skipped request #%s of index %s cannot be scheduled again: %s",
-                    skip, getattr(self.index, "path", ""), one_line(str(exc)),
+                    skip, self._path, one_line(str(exc)),
                 )  # fmt: skip
                 self.stats.inc_value("neardup/urls/unreadable")
                 continue
             request.meta[FETCH] = True
-            self.hosts.fetch(request.replace(dont_filter=True), partial(self._claimed, skip, engine))
-        self.index.claim_url_skips(unread)  # an unreadable row is said once, not at every try
+            self.hosts.fetch(request.replace(dont_filter=True), partial(self._claim, skip, engine))
+        if unread:  # an unreadable row is said once, not at every try
+            await self.lanes.run(lambda lane: lane.index.claim_url_skips(unread))
         return True
 
-    def _claimed(self, skip: int, engine: Any, request: Request) -> None:
+    def _claim(self, skip: int, engine: Any, request: Request) -> None:
+        spawn(self._claimed(skip, engine, request))
+
+    async def _claimed(self, skip: int, engine: Any, request: Request) -> None:
         """Schedule a revived request if this crawler is the one that claims its row."""
         try:
-            claimed = self.index.claim_url_skips([skip])
+            claimed = await self.lanes.run(lambda lane: lane.index.claim_url_skips([skip]))
         except Exception as exc:  # the index failed: the row waits there for the next try
             logger.debug("scrapy-neardup: could not claim skipped request #%s (%r)", skip, exc)
             return

@@ -137,6 +137,10 @@ class Store(Protocol):
         would have skipped; never scheduled again, not counted as skipped); its id."""
         ...
 
+    def add_url_skips(self, rows: list[tuple[list[str], str, str, bytes]]) -> list[int]:
+        """Keep skipped requests (``add_url_skip``'s arguments each), in one transaction; their ids."""
+        ...
+
     def url_skips(self, rules: list[str]) -> list[tuple[int, str, bytes]]:
         """The requests these rules skipped that were not scheduled again since: (id, its URL,
         the request)."""

@@ -53,7 +53,8 @@ class Ledger(RunLedger, UrlLedger):
     def __init__(self, engine: Engine, config: DedupConfig) -> None:
         self.engine, self.config = engine, config
         self.path, self.name = engine.path, engine.name
-        self.runs = Runs()  # this crawl's run and what it knows of the others
+        self._runs = _Shared(Runs())  # this crawl's run and what it knows of the others
+        self._depth, self._made = 0, []  # transactions open; the records this one made this run's
         self._scope_ids: dict[str, int] = {}
         self._scope_names: dict[int, str] = {}
         self._simhash_keys = not config.simhash_within_spotsigs
@@ -67,17 +68,48 @@ class Ledger(RunLedger, UrlLedger):
         meta = {k: str(v) for k, v in engine.map_get(META).items()}
         _, self._simhash_keys = schema.spot_keys(meta, config, self.path)
 
+    # --- connections ----------------------------------------------------------------------
+
+    lanes = 1  # connections a crawl checks pages on at once (``lanes.Lanes``)
+
+    def another(self) -> Ledger:
+        """Another connection to this index, in the same crawl run (a lane of its own); an index
+        of one lane is its own."""
+        return self
+
+    def _joined(self, other: Ledger) -> Ledger:
+        """``other`` (a new connection to this index) as part of this one's crawl run."""
+        other._runs = self._runs
+        other.clock = self.clock
+        return other
+
+    @property
+    def runs(self) -> Runs:
+        return self._runs.value
+
+    @runs.setter
+    def runs(self, runs: Runs) -> None:
+        self._runs.value = runs
+
     # --- transactions ---------------------------------------------------------------------
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
         """One page's reads and writes, atomically (a failure forgets what it made, its scopes too)."""
+        outermost, self._depth = self._depth == 0, self._depth + 1
         try:
             with self.engine.transaction():
                 yield
         except BaseException:
             self._scope_ids.clear()
             raise
+        else:
+            if outermost:
+                self._runs.note(self._made)  # records of this run, known without asking the index
+        finally:
+            self._depth -= 1
+            if outermost:
+                self._made = []
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[Ledger]:
@@ -146,6 +178,7 @@ class Ledger(RunLedger, UrlLedger):
         """Mark a record as met again by this run (an unchanged revisit): its content is this
         crawl's now. With ``request``, this run delivers its items again (a dead run's page)."""
         self.engine.put(DOC, doc_id, {"run": self.runs.current})
+        self._made.append(doc_id)
         self.seen(doc_id, self.clock())
         self._pending(doc_id, request)
 
@@ -217,6 +250,7 @@ class Ledger(RunLedger, UrlLedger):
             }  # fmt: skip
             doc_id = self.engine.new_id(DOC)
             self._store(doc_id, row, None)
+            self._made.append(doc_id)
             self.seen(original, now)
         return Verdict(
             url,
@@ -250,6 +284,7 @@ class Ledger(RunLedger, UrlLedger):
         else:
             doc_id = self.engine.new_id(DOC)
         self._store(doc_id, row, old)
+        self._made.append(doc_id)
         if row["status"] == "duplicate" and match:
             self.seen(match[0], now)  # its content met again: the original stays
         if row["status"] == "unique":
@@ -378,3 +413,30 @@ def _count(value: Any) -> int:
     if isinstance(value, int) and not isinstance(value, bool):
         return max(value, 0)
     return int(value) if isinstance(value, str) and value.isdigit() else 0
+
+
+class _Shared:
+    """What every connection of one crawl run reads: what it knows of the runs (``value``), and
+    the records it made or took over (the last ``MINE`` of them), whose run needs no reading."""
+
+    MINE = 100_000
+
+    def __init__(self, value: Runs) -> None:
+        self._value, self.mine = value, dict[int, None]()
+
+    @property
+    def value(self) -> Runs:
+        return self._value
+
+    @value.setter
+    def value(self, runs: Runs) -> None:
+        if runs.current != self._value.current:
+            self.mine = {}  # another run's records: read again
+        self._value = runs
+
+    def note(self, ids: list[int]) -> None:
+        if ids and self._value.current is not None:
+            mine = self.mine
+            mine.update(dict.fromkeys(ids))
+            while len(mine) > self.MINE:
+                del mine[next(iter(mine))]

@@ -26,6 +26,7 @@ class RunLedger:
 
     engine: Engine
     runs: Runs
+    _runs: Any  # ``ledger._Shared``: with the records this run made (``mine``)
     transaction: Callable[[], AbstractContextManager[None]]
 
     def begin_run(self, action: str) -> None:
@@ -153,8 +154,11 @@ class RunLedger:
         return bool(self.runs.dead)
 
     def _runs_of(self, ids: list[int]) -> list[tuple[int, Any]]:
-        found = self.engine.get(DOC, ids, ("run",))
-        return [(i, doc.get("run")) for i, doc in zip(ids, found, strict=True) if doc]
+        """The run of each of ``ids`` that exists; those this run made are known, the rest read."""
+        mine, current = self._runs.mine, self.runs.current
+        unknown = [i for i in ids if i not in mine]
+        found = dict(zip(unknown, self.engine.get(DOC, unknown, ("run",)), strict=True)) if unknown else {}
+        return [(i, current if i in mine else found[i].get("run")) for i in ids if i in mine or found.get(i)]
 
     def unconfirmed(self, ids: list[int]) -> set[int]:
         """Those of ``ids`` admitted by a run that died."""

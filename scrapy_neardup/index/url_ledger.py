@@ -46,14 +46,21 @@ class UrlLedger:
     def add_url_skip(self, rules: list[str], url: str, target: str, request: bytes) -> int:
         """Keep a skipped request with the rules that predicted it (an empty ``request``: one tag
         mode fetched, that the rules would have skipped); its id."""
+        return self.add_url_skips([(rules, url, target, request)])[0]
 
-        def work() -> int:
+    def add_url_skips(self, rows: list[tuple[list[str], str, str, bytes]]) -> list[int]:
+        """Keep skipped requests (``add_url_skip``'s arguments each), in one transaction; their ids."""
+
+        def work() -> list[int]:
+            ids = []
             with self.engine.transaction():
-                skip = self.engine.new_id(SKIP)
-                self.engine.put(SKIP, skip, {"url": url, "target": target, "request": request, "revived": 0})
-                for rule in rules:
-                    self.engine.add(SKIP_RULE, rule, skip)
-            return skip
+                for rules, url, target, request in rows:
+                    ids.append(skip := self.engine.new_id(SKIP))
+                    fields = {"url": url, "target": target, "request": request, "revived": 0}
+                    self.engine.put(SKIP, skip, fields)
+                    for rule in rules:
+                        self.engine.add(SKIP_RULE, rule, skip)
+            return ids
 
         return retried(work)
 

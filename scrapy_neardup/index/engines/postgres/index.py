@@ -129,6 +129,12 @@ class PostgresIndex(Ledger):
         engine.search = PostgresSearch(engine, config, keys, not config.simhash_within_spotsigs, simhash_keys)
         super().__init__(engine, config)
         self.engine: PostgresEngine = engine
+        self._timeout = timeout
+
+    lanes = 4  # each check waits for its round trips: several at once overlap them
+
+    def another(self) -> PostgresIndex:
+        return self._joined(PostgresIndex(self.url, self.config, self.prefix, self._timeout))
 
     @classmethod
     def from_spec(cls, spec: IndexSpec, config: DedupConfig) -> PostgresIndex:

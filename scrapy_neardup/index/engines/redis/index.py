@@ -67,6 +67,12 @@ class RedisIndex(Ledger):
         super().__init__(engine, config)
         self.engine: RedisEngine = engine
         self.r = r
+        self._timeout = timeout
+
+    lanes = 4  # each check waits for its round trips: several at once overlap them
+
+    def another(self) -> RedisIndex:
+        return self._joined(RedisIndex(self.url, self.config, self.prefix, self._timeout))
 
     @classmethod
     def open_existing(cls, url: str, prefix: str = "neardup") -> RedisIndex:

@@ -65,9 +65,10 @@ class IndexFile:
             else:
                 if self.path.parent and not self.path.parent.exists():
                     self.path.parent.mkdir(parents=True, exist_ok=True)
-                self.db = sqlite3.connect(
-                    str(self.path), timeout=timeout, isolation_level=None, cached_statements=STATEMENT_CACHE
-                )
+                self.db = sqlite3.connect(  # used by one thread at a time: a crawl's lane, or its own
+                    str(self.path), timeout=timeout, isolation_level=None, cached_statements=STATEMENT_CACHE,
+                    check_same_thread=False,
+                )  # fmt: skip
             self.db.execute(f"PRAGMA busy_timeout = {int(min(timeout, LOCK_NOTICE) * 1000)}")
             self._open_retrying(timeout, simhash_keys)
             if not read_only:
