@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING
 
 from .config import DedupConfig
 from .fingerprint import Fingerprint, needed_methods
-from .index.base import Earlier, Store
+from .index.base import Earlier
 from .methods import counts_terms, decision_order, rank, with_stats
 from .signatures.spotsigs import spots32
 from .verdict import Verdict
 from .verify import compare
 
 if TYPE_CHECKING:
+    from .index.ledger import Ledger
     from .urls import UrlModel
 
 # The similarity a near-duplicate needs, on strong evidence, to be dropped (exact copies always are):
@@ -45,7 +46,7 @@ def sure(method: str | None, similarity: float | None, weak: bool, drop_above: f
 class Decision:
     """Judges one fingerprinted page against an index with one configuration and sure bar."""
 
-    def __init__(self, config: DedupConfig, index: Store, drop_above: float = SURE_SIMILARITY) -> None:
+    def __init__(self, config: DedupConfig, index: Ledger, drop_above: float = SURE_SIMILARITY) -> None:
         self.config = config
         self.index = index
         self.drop_above = drop_above

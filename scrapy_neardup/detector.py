@@ -21,8 +21,8 @@ from .config import DedupConfig
 from .decision import SURE_SIMILARITY, Decision
 from .exceptions import IndexFailure
 from .fingerprint import Fingerprint, fingerprint
-from .index import forgetting
-from .index.base import Conflict, Index
+from .index import Index, forgetting
+from .index.base import Conflict
 from .index.engine import TRIES
 from .index.lanes import Lanes
 from .scope import scope_key, url_key

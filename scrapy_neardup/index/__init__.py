@@ -12,22 +12,23 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..exceptions import NearDupError
-from .base import Index, Reader, Store
 from .engines.memory import MemoryIndex
 from .engines.sqlite import SQLiteIndex
+from .ledger import Ledger
 from .location import BACKENDS, IndexSpec, backend
 
 if TYPE_CHECKING:
     from ..config import DedupConfig
+
+# An index: the ledger over one backend's engine (``ledger.Ledger``, subclassed by each backend).
+Index = Ledger
 
 __all__ = [
     "BACKENDS",
     "Index",
     "IndexSpec",
     "MemoryIndex",
-    "Reader",
     "SQLiteIndex",
-    "Store",
     "backend",
     "open_existing",
     "open_index",

@@ -22,7 +22,7 @@ from ..config import DedupConfig
 from ..methods import CollectionStats, Fingerprint, counts_terms
 from ..text import storable
 from ..verdict import Verdict
-from . import schema
+from . import schema, stores
 from .base import Earlier, Match
 from .codecs import SIGNATURE_FIELDS, damaged_record
 from .engine import Engine
@@ -34,12 +34,11 @@ from .url_ledger import UrlLedger
 
 logger = logging.getLogger(__name__)
 
-DOC, TEXT = "doc", "text"  # kinds of documents (and ``run_ledger``'s)
-META, SCOPES, COUNTS, TERMS = "meta", "scopes", "counts", "term_df"  # maps
-# Sets: a revisit key's records, a source's, a scope's admitted pages, a lookup key's, and the
-# duplicates of a page.
-BY_KEY, BY_SOURCE, ADMITTED, LOOKUP, DUPLICATES = "url", "src", "admitted", "lk", "dup"
-SEEN = "seen"  # the order of when each record was last seen (its page, or a copy of it, met)
+# The stores it keeps, by name (``stores`` declares each).
+DOC, TEXT = stores.DOC.name, stores.TEXT.name
+META, SCOPES, COUNTS, TERMS = stores.META.name, stores.SCOPES.name, stores.COUNTS.name, stores.TERMS.name
+BY_KEY, BY_SOURCE, ADMITTED = stores.BY_KEY.name, stores.BY_SOURCE.name, stores.ADMITTED.name
+LOOKUP, DUPLICATES, SEEN = stores.LOOKUP.name, stores.DUPLICATES.name, stores.SEEN.name
 _READ = ("url", "title", "scope", "seen_at", "status", "skip_reason", "tokens", "language", "duplicate_of",
          "similarity", "method")  # fmt: skip
 _COPIED = ("title", "tokens", "language", "raw_hash", "exact", "simhash", "spot_size")
@@ -48,7 +47,8 @@ SIGNATURES = ("status", "scope", "raw_hash", *SIGNATURE_FIELDS[1:])
 
 
 class Ledger(RunLedger, UrlLedger):
-    """The storage protocol's ``Store`` and ``Reader`` over an engine."""
+    """An index: what the road (``detector``, ``decision``) reads and writes, and what reports read,
+    over an engine. Each backend is a subclass that opens its engine."""
 
     def __init__(self, engine: Engine, config: DedupConfig) -> None:
         self.engine, self.config = engine, config

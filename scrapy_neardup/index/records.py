@@ -110,31 +110,3 @@ def stored_fingerprint(doc_id: int, doc: dict[str, Any]) -> Fingerprint:
     fp = row_fingerprint((*row[:-3], doc.get("tokens") or 0, *row[-2:]))
     raw = doc.get("raw_hash")
     return dataclasses.replace(fp, raw_hash=unsigned(raw) << 64) if isinstance(raw, int) else fp
-
-
-# The type of each field of the ledger's documents, for an engine that stores bytes only
-# (Redis): ``int``, ``float``, ``str`` or ``bytes``; a field not listed is text.
-FIELD_TYPES: dict[str, dict[str, type]] = {
-    "doc": {
-        **dict.fromkeys(("scope", "tokens", "duplicate_of", "raw_hash", "simhash", "spot_size", "run"), int),
-        **dict.fromkeys(("seen_at", "last_seen", "similarity"), float),
-        **dict.fromkeys(("exact", "spots"), bytes),
-        **{s.field: int if s.sql == "INTEGER" else bytes for s in STORED_FIELDS},
-        **dict.fromkeys(
-            ("url", "title", "source", "status", "skip_reason", "language", "method", "extra", "url_key"), str
-        ),
-    },
-    "run": {
-        "started_at": float,
-        "ended_at": float,
-        "action": str,
-        "host": str,
-        "pid": int,
-        "beat_at": float,
-        "claimed_by": int,
-        "recovered_at": float,
-    },
-    "pending": {"run": int, "request": bytes},
-    "skip": {"url": str, "target": str, "request": bytes, "revived": int},
-    "text": {"text": bytes},
-}

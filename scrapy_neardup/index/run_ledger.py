@@ -13,12 +13,11 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
+from . import stores
 from .engine import Engine, retried
 from .runs import Runs
 
-# Kinds of documents: a run; a page a live run admitted, with the request that fetches it again.
-RUN, PENDING = "run", "pending"
-DOC = "doc"  # the ledger's records (``ledger``)
+RUN, PENDING, DOC = stores.RUN.name, stores.PENDING.name, stores.DOC.name  # (``stores``)
 
 
 class RunLedger:

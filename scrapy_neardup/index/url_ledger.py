@@ -9,10 +9,12 @@ import time
 from typing import Any
 
 from ..url_rule import next_status
+from . import stores
 from .engine import Engine, retried
 
-SAME, DIFFER, STATUS, CHANGED = "url_same", "url_differ", "url_status", "url_changed"
-SKIP, SKIP_RULE = "skip", "skip_rule"  # a skipped request's document; the set of a rule's skips
+SAME, DIFFER = stores.SAME.name, stores.DIFFER.name  # (``stores``)
+STATUS, CHANGED = stores.STATUS.name, stores.CHANGED.name
+SKIP, SKIP_RULE = stores.SKIP.name, stores.SKIP_RULE.name  # a skipped request's document; a rule's skips
 
 
 class UrlLedger:

@@ -18,7 +18,7 @@ from ...location import safe_url
 from .engine import PostgresEngine
 from .search import PostgresSearch
 from .session import lock_key
-from .tables import OWN, SEQUENCES, create_statements
+from .tables import MARK, OWN, SEQUENCES, create_statements
 
 if TYPE_CHECKING:
     from ...location import IndexSpec
@@ -87,11 +87,11 @@ class PostgresIndex(Ledger):
             raise IndexFileError(path, f"{prefix!r} is longer than a schema name may be (63 bytes)")
         try:
             tables = _tables(db, prefix)
-            if tables and "meta" not in tables:
+            if tables and MARK not in tables:
                 raise IndexFileError(
                     path, f"schema {prefix!r} holds tables of another program; use another ?prefix="
                 )
-            reset = "meta" in tables and not db.execute(f"SELECT 1 FROM {quoted}.meta LIMIT 1").fetchone()
+            reset = MARK in tables and not db.execute(f"SELECT 1 FROM {quoted}.{MARK} LIMIT 1").fetchone()
             if tables and not reset and not set(OWN) <= tables:
                 raise IndexFileError(
                     path, f"schema {prefix!r} is of a development version; reset it or use another ?prefix="
@@ -102,10 +102,10 @@ class PostgresIndex(Ledger):
                     for statement in create_statements(quoted):
                         db.execute(statement)
                     db.cursor().executemany(
-                        f"INSERT INTO {quoted}.meta VALUES (%s, %s) ON CONFLICT (key) DO NOTHING",
+                        f"INSERT INTO {quoted}.{MARK} VALUES (%s, %s) ON CONFLICT (key) DO NOTHING",
                         schema.meta_rows(config, not config.simhash_within_spotsigs),
                     )
-            meta = dict(db.execute(f"SELECT key, value FROM {quoted}.meta").fetchall())
+            meta = dict(db.execute(f"SELECT key, value FROM {quoted}.{MARK}").fetchall())
             keys, simhash_keys = schema.spot_keys(meta, config, path, "another ?prefix=")
             writable = f"has_table_privilege({_literal(quoted + '.documents')}, 'INSERT')"
             if not read_only and not db.execute(f"SELECT {writable}").fetchone()[0]:
@@ -146,9 +146,9 @@ class PostgresIndex(Ledger):
         path, prefix = f"{safe_url(spec.where)} {spec.key}", spec.key or "neardup"
         try:
             with _connect(spec.where, 10.0) as db:
-                if "meta" not in _tables(db, prefix):
+                if MARK not in _tables(db, prefix):
                     raise IndexFileError(path, "holds no scrapy-neardup index")
-                meta = dict(db.execute(f"SELECT key, value FROM {_quoted(prefix)}.meta").fetchall())
+                meta = dict(db.execute(f"SELECT key, value FROM {_quoted(prefix)}.{MARK}").fetchall())
         except psycopg.Error as exc:
             raise IndexFileError(path, f"cannot be reached ({str(exc).strip().splitlines()[0]})") from None
         return cls(spec.where, schema.config_from_meta(meta, path), prefix, read_only=True)
@@ -159,16 +159,16 @@ class PostgresIndex(Ledger):
         prefix, path = spec.key or "neardup", f"{safe_url(spec.where)} {spec.key}"
         try:
             with _connect(spec.where, 10.0) as db:
-                if "meta" not in _tables(db, prefix):
+                if MARK not in _tables(db, prefix):
                     return  # no index here (another program's tables are refused at opening)
                 quoted = _quoted(prefix)
                 with db.transaction():
                     for table in OWN:
-                        if table != "meta":
+                        if table != MARK:
                             db.execute(f"DROP TABLE IF EXISTS {quoted}.{table}")
                     for sequence in SEQUENCES:
                         db.execute(f"DROP SEQUENCE IF EXISTS {quoted}.{sequence}")
-                    db.execute(f"DELETE FROM {quoted}.meta")  # the schema stays the index's
+                    db.execute(f"DELETE FROM {quoted}.{MARK}")  # the schema stays the index's
         except psycopg.Error as exc:
             raise IndexFileError(path, f"cannot be reset ({str(exc).strip().splitlines()[0]})") from None
 
@@ -177,7 +177,7 @@ class PostgresIndex(Ledger):
         self.close()
         self.reset(_spec(self.url, self.prefix))
         with _connect(self.url, 10.0) as db:
-            db.execute(f"DROP TABLE IF EXISTS {_quoted(self.prefix)}.meta")
+            db.execute(f"DROP TABLE IF EXISTS {_quoted(self.prefix)}.{MARK}")
             if not _tables(db, self.prefix):
                 db.execute(f"DROP SCHEMA IF EXISTS {_quoted(self.prefix)}")
 

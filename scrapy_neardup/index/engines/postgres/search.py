@@ -21,6 +21,7 @@ from ...codecs import SIGNATURE_COLUMNS, blob_spots, sound_fingerprints, sound_s
 from ...lookup_keys import lookup_keys
 from ...pruning import SpotClasses, Walk, partition_bounds, walk
 from ...spot_search import MAX_DOC, SpotKeys, counted, may_be_often
+from ...stores import DOC
 from .packing import ROW_IDS, bucket_rows, spot_bucket
 from .session import ints, lock_key
 from .tables import bucket_read
@@ -260,7 +261,7 @@ class PostgresSearch:
     def _rows(self, ids: set[int], sized: dict[int, tuple[int, int]], scope: int) -> list[tuple]:
         """Signatures of the admitted pages of ``scope`` among ``ids``, and among ``sized``'s
         ids those with a spot size in their range, in id order."""
-        documents, spans = self.engine.t("documents"), set(sized.values())
+        documents, spans = self.engine.t(DOC.table), set(sized.values())
         if len(spans) <= 1:  # one range (most checks): an index scan of the ids
             # Each row found is tested against the looked-up ids alone (a few), not every id
             # asked for: a large page's hundreds of candidates cost milliseconds that way.

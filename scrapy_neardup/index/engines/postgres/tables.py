@@ -1,7 +1,8 @@
 """The PostgreSQL index's tables, all in one schema of its own (the location's ``prefix``).
 
-Documents are rows of their kind's table, with a column a field (``records.FIELD_TYPES``:
-bigint, double precision, text, bytea; counts and small ids integer); ids come from
+The ledger's stores are laid out as they are declared (``stores``). Documents are rows of their
+kind's table, with a column a field (bigint, double precision, text, bytea; counts and small
+ids integer, ``Kind.narrow``); ids come from
 sequences, never given twice. Lookup keys and SpotSigs lists are tables of their own, many
 postings a row (``packing``); the other sets and maps are rows of two narrow tables. The sets a
 record's columns hold (its revisit key, source, scope, original) and the counts by status
@@ -11,44 +12,43 @@ concurrent checks do not conflict on a counter.
 
 from __future__ import annotations
 
-from ...records import FIELD_TYPES
+from ...stores import KINDS, MAPS, SETS
 
-TABLES = {"doc": "documents", "run": "runs", "skip": "url_skips", "text": "texts", "pending": "pending"}
-ID = {"text": "doc", "pending": "doc"}  # the id column of a table whose id is not ``id``
 SQL_TYPES = {int: "bigint", float: "double precision", str: "text", bytes: "bytea"}
-# Counts and small ids, in 4 bytes: side by side after the 8-byte columns, so none is padded.
-NARROW = {"scope": "integer", "tokens": "integer", "spot_size": "integer", "run": "integer"}
 _WIDTH = {"bigint": 0, "double precision": 0, "integer": 1}  # fixed widths first, widest first
 # Sets read from the documents' own columns: the condition on a key.
-DERIVED = {
-    "url": "scope = %s AND url_key = %s", "src": "source = %s",
-    "admitted": "status = 'unique' AND scope = %s", "dup": "duplicate_of = %s",
-}  # fmt: skip
-ORDERS = {"seen": "last_seen"}  # orders read from the documents' columns
-# Every table and sequence the index makes: a reset drops these (and empties ``meta``, which
-# marks the schema as the index's until it is made again), nothing else.
-OWN = ("meta", "maps", "sets", "lookup_keys", "spot_lists", "spot_classes", *TABLES.values())
-SEQUENCES = tuple(f"{kind}_ids" for kind in ("doc", "run", "skip"))
+DERIVED = {store.name: store.condition("%s") for store in SETS.values() if store.of}
+_OWN_MAPS = tuple(store.table[0] for store in MAPS.values() if store.marks and store.table)
+MARK = _OWN_MAPS[0]  # the table that marks a schema as an index's (its meta)
+_KEPT_SETS = tuple(store.table[0] for store in SETS.values() if store.packed and store.table)
+# Every table and sequence the index makes: a reset drops these (and empties the tables that
+# mark the schema as the index's, until it is made again), nothing else.
+OWN = (*_OWN_MAPS, "maps", "sets", *_KEPT_SETS, "spot_lists", "spot_classes")
+OWN += tuple(kind.table for kind in KINDS.values())
+SEQUENCES = tuple(f"{kind.name}_ids" for kind in KINDS.values() if kind.counter)
 
 
 def create_statements(schema: str) -> list[str]:
     """The statements that make an index in ``schema`` (a quoted identifier)."""
     table = f"CREATE TABLE IF NOT EXISTS {schema}"
+    own_maps = [store.table for store in MAPS.values() if store.marks and store.table]
+    packed = "(key bigint PRIMARY KEY, docs bytea NOT NULL) WITH (fillfactor = 90)"
     statements = [
         f"CREATE SCHEMA IF NOT EXISTS {schema}",
-        f"{table}.meta (key text PRIMARY KEY, value text NOT NULL)",
+        *(f"{table}.{name} ({key} text PRIMARY KEY, {value} text NOT NULL)" for name, key, value in own_maps),
         f"{table}.maps (name text, field text, value text, PRIMARY KEY (name, field))",
         f"{table}.sets (name text, key text, doc bigint, PRIMARY KEY (name, key, doc))",
-        f"{table}.lookup_keys (key bigint PRIMARY KEY, docs bytea NOT NULL) WITH (fillfactor = 90)",
-        f"{table}.spot_lists (key bigint PRIMARY KEY, docs bytea NOT NULL) WITH (fillfactor = 90)",
+        *(f"{table}.{name} {packed}" for name in _KEPT_SETS),
+        f"{table}.spot_lists {packed}",
         f"{table}.spot_classes (spot bigint PRIMARY KEY, class integer NOT NULL)",
     ]
-    for kind, name in TABLES.items():
-        columns = [f"{ID.get(kind, 'id')} bigint PRIMARY KEY"]
-        types = {field: NARROW.get(field, SQL_TYPES[of]) for field, of in FIELD_TYPES[kind].items()}
+    for kind in KINDS.values():
+        columns = [f"{kind.id_column} bigint PRIMARY KEY"]
+        types = {name: SQL_TYPES[of] for name, of in kind.fields.items()}
+        types.update(dict.fromkeys(kind.narrow, "integer"))
         order = sorted(types, key=lambda field: _WIDTH.get(types[field], 2))
         columns += [f"{field} {types[field]}" for field in order]
-        statements.append(f"{table}.{name} ({', '.join(columns)})")
+        statements.append(f"{table}.{kind.table} ({', '.join(columns)})")
     statements += [f"CREATE SEQUENCE IF NOT EXISTS {schema}.{name}" for name in SEQUENCES]
     index = "CREATE INDEX IF NOT EXISTS"
     statements += [

@@ -18,8 +18,10 @@ from ....config import DedupConfig
 from ....exceptions import IndexFileError
 from ... import schema
 from ...base import Conflict
+from ...stores import KINDS, MAPS
 from . import spots as redis_spots
 from .replies import reply_count, reply_int, reply_text
+from .spots import MARK
 
 logger = logging.getLogger(__name__)
 
@@ -64,10 +66,10 @@ def unreachable(exc: Exception) -> str:
 
 # The type of each of an index's own keys of fixed name (but its meta, checked before).
 KEY_TYPES = {
-    **dict.fromkeys(("next", "run_next", "url_skip_next"), b"string"),
-    **dict.fromkeys(("scopes", "counts", "classes", "df"), b"hash"),
-    **dict.fromkeys(("url_same", "url_differ", "url_status", "url_changed"), b"hash"),
-    **dict.fromkeys(("runs", "spotted", "url_skip_ids"), b"set"), "ids": b"zset",
+    **{kind.counter: b"string" for kind in KINDS.values() if kind.counter},
+    **{store.redis: b"hash" for store in MAPS.values() if not store.marks}, "classes": b"hash",
+    **{kind.listing: b"zset" if kind.ordered else b"set" for kind in KINDS.values() if kind.listing},
+    "spotted": b"set",
 }  # fmt: skip
 # A missing key's reply to each read ``ReadsAsMissing`` answers for.
 _MISSING: dict[str, Callable[..., Any]] = {
@@ -119,14 +121,12 @@ class RedisConnection:
     def _open(self, fresh_server: bool = True) -> None:
         """Create the index's meta when missing (refusing a prefix that holds other keys, unless the
         server lost the index mid-crawl and these keys are its own), then check it."""
-        meta_key = self.k("meta")
+        meta_key = self.k(MARK)
         with self.r.pipeline() as pipe:
             try:
                 pipe.watch(meta_key)
                 if not pipe.exists(meta_key):
-                    taken = fresh_server and [
-                        name for name in ("ids", "counts", "next", "doc:1") if pipe.exists(self.k(name))
-                    ]
+                    taken = fresh_server and [name for name in KEY_TYPES if pipe.exists(self.k(name))]
                     if taken:
                         raise IndexFileError(
                             self.path,
@@ -166,7 +166,7 @@ class RedisConnection:
                 kind = found.decode()
                 logger.warning("%s: key %s is no key of the index (a %s); deleted", self.path, name, kind)
                 self.r.delete(self.k(name))
-        ids = {"next": "doc", "run_next": "run", "url_skip_next": "url_skip"}
+        ids = {kind.counter: kind.redis or kind.name for kind in KINDS.values() if kind.counter}
         for name, kind in ids.items():
             value = self.r.get(self.k(name))
             if reply_count(value) is not None:
@@ -180,17 +180,22 @@ class RedisConnection:
             logger.warning("%s: counter %s is damaged; set past the ids in use (%d)", self.path, name, top)
             self.r.delete(self.k(name))
             self.r.set(self.k(name), top + 1_000_000)
-        meta = self.r.hmget(self.k("meta"), "scope_next", "term_docs")
-        if meta[0] is not None and reply_count(meta[0]) is None:  # past every scope id in use
-            used = [reply_count(v) or 0 for v in self.r.hgetall(self.k("scopes")).values()]
-            logger.warning("%s: counter scope_next is damaged; set past the scopes in use", self.path)
-            self.r.hset(self.k("meta"), "scope_next", max(used, default=0) + 1_000_000)
-        if meta[1] is not None and reply_count(meta[1]) is None:
-            self.r.hdel(self.k("meta"), "term_docs")
-        for total in ("counts", "df", "url_same", "url_differ"):
+        for meta in (store for store in MAPS.values() if store.counters):
+            found = self.r.hmget(self.k(meta.redis), *meta.counters)
+            for field, value in zip(meta.counters, found, strict=True):
+                if value is not None and reply_count(value) is None:  # past every number in use
+                    logger.warning("%s: counter %s is damaged; set past the numbers in use", self.path, field)
+                    self.r.hset(self.k(meta.redis), field, self._highest_in_use() + 1_000_000)
+        for total in (store.redis for store in MAPS.values() if store.totals):
             bad = [f for f, v in self.r.hgetall(self.k(total)).items() if reply_count(v) is None]
             if bad:
                 self.r.hdel(self.k(total), *bad)
+
+    def _highest_in_use(self) -> int:
+        """The highest number a map's values hold (ids a counter gave, as scopes' ids)."""
+        found = [reply_count(v) or 0 for store in MAPS.values() if store.first_wins
+                 for v in self.r.hgetall(self.k(store.redis)).values()]  # fmt: skip
+        return max(found, default=0)
 
     def _scan(self, prefixes: list[bytes]) -> Iterator[bytes]:
         for prefix in prefixes:
@@ -204,15 +209,15 @@ class RedisConnection:
         with self.r.pipeline(transaction=True) as pipe:
             self._watching, self._writes, self._urls = pipe, [], {}
             try:
-                pipe.watch(self.k("meta"))  # a freeze of the spot order changes it
+                pipe.watch(self.k(MARK))  # a freeze of the spot order changes it
                 self._checks += 1
-                if self._checks % 256 == 1 and not self._query([("EXISTS", self.k("meta"))])[0]:
+                if self._checks % 256 == 1 and not self._query([("EXISTS", self.k(MARK))])[0]:
                     pipe.reset()
                     self._lost()
                     raise Conflict(self.path)  # judged again in the index made anew
                 if self.classes is None and "spotsigs" in self.config.methods:
                     frozen, spotted = self._query(
-                        [("HGET", self.k("meta"), "spot_order"), ("SCARD", self.k("spotted"))]
+                        [("HGET", self.k(MARK), "spot_order"), ("SCARD", self.k("spotted"))]
                     )
                     if frozen:
                         self._load_order()

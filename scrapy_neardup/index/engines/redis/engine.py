@@ -5,8 +5,8 @@ set is a Redis set, a map a Redis hash. Inside a transaction every read WATCHes 
 every write is queued for one MULTI/EXEC (``connection``), so the ledger's check and record
 are atomic against every crawler sharing the index: another process that changed what was
 read makes the transaction fail (``Conflict``) and the page is judged again. Values are
-stored as Redis keeps them (bytes) and read back by the ledger's field types
-(``records.FIELD_TYPES``).
+stored as Redis keeps them (bytes) and read back by the ledger's field types; every store is
+laid out as it is declared (``stores``).
 """
 
 from __future__ import annotations
@@ -21,31 +21,22 @@ from ....text import storable
 from ...bounds import may_match
 from ...codecs import SIGNATURE_FIELDS, damaged_record
 from ...lookup_keys import lookup_keys
-from ...records import FIELD_TYPES, stored_fingerprint
+from ...records import stored_fingerprint
 from ...spot_search import shared
+from ...stores import DOC, KINDS, LOOKUP, MAPS, SETS
 from .connection import RedisConnection, read_as_missing, unlink_keys
 from .replies import reply_float, reply_ids, reply_int, reply_text
 from .spots import RedisSpots
 
-# Each document kind's hash key, the listing of its ids (a sorted set for pages, sets for the
-# rest) and the counter its ids come from.
-KINDS = {"doc": "doc", "run": "run", "skip": "url_skip", "text": "text", "pending": "pending"}
-LISTINGS = {"doc": "ids", "run": "runs", "skip": "url_skip_ids", "pending": "pending_ids"}
-COUNTERS = {"doc": "next", "run": "run_next", "skip": "url_skip_next"}
+# Each kind's documents (hashes) are keyed ``<prefix>:<part>:<id>``, its ids listed under its
+# declared listing (a sorted set where ordered, else a set) and counted by its counter.
+KEYS = {kind.name: kind.redis or kind.name for kind in KINDS.values()}
 # INCR KEYS[1] until no key KEYS[2]..id exists (one round trip, as INCR alone).
 NEW_ID = """
 local id = redis.call('INCR', KEYS[1])
 while redis.call('EXISTS', KEYS[2] .. id) == 1 do id = redis.call('INCR', KEYS[1]) end
 return id
 """
-# A field every document of a kind has: one without it is missing (or damaged).
-PRESENT = {"doc": "status", "run": "started_at", "skip": "url", "text": "text", "pending": "run"}
-# Maps: their hash keys.
-MAPS = {"meta": "meta", "scopes": "scopes", "term_df": "df", "counts": "counts", "url_same": "url_same",
-        "url_differ": "url_differ", "url_status": "url_status", "url_changed": "url_changed"}  # fmt: skip
-# Sets: their keys' kind (``<prefix>:<kind>:<key>``).
-SETS = {"lk": "lk", "url": "url", "src": "src", "skip_rule": "url_skip_rule", "admitted": "admitted",
-        "dup": "dup"}  # fmt: skip
 _READ = {int: reply_int, float: reply_float, str: reply_text, bytes: lambda v: v}
 # What a candidate is verified with (``records.stored_fingerprint``), and where it is.
 SIGNATURES = ("status", "scope", "raw_hash", *SIGNATURE_FIELDS[1:])
@@ -89,12 +80,12 @@ class RedisEngine(RedisConnection, RedisSpots):
         must not put a record over one, or over a key of another type)."""
         if getattr(self, "_new_id", None) is None:
             self._new_id = self.r.register_script(NEW_ID)
-        return int(self._new_id(keys=[self.k(COUNTERS[kind]), self.k(KINDS[kind], "")]))
+        return int(self._new_id(keys=[self.k(KINDS[kind].counter), self.k(KEYS[kind], "")]))
 
     def put(self, kind: str, doc: int, fields: dict[str, Any]) -> None:
-        listing = LISTINGS.get(kind)
-        self._hash_set(self.k(KINDS[kind], doc), fields)
-        if listing == "ids":
+        listing, ordered = KINDS[kind].listing, KINDS[kind].ordered
+        self._hash_set(self.k(KEYS[kind], doc), fields)
+        if listing and ordered:
             self._write(lambda pipe: pipe.zadd(self.k(listing), {doc: doc}))
         elif listing:
             self._write(lambda pipe: pipe.sadd(self.k(listing), doc))
@@ -115,13 +106,13 @@ class RedisEngine(RedisConnection, RedisSpots):
     def get(
         self, kind: str, docs: Sequence[int], fields: Sequence[str] | None = None
     ) -> list[dict[str, Any] | None]:
-        return self._fields(kind, list(docs), tuple(fields or FIELD_TYPES[kind]))
+        return self._fields(kind, list(docs), tuple(fields or KINDS[kind].fields))
 
     def _fields(self, kind: str, docs: list[int], names: tuple[str, ...]) -> list[dict[str, Any] | None]:
         """These fields of each document, read by their types (None for a missing document)."""
-        types, present = FIELD_TYPES[kind], PRESENT[kind]
+        types, present = KINDS[kind].fields, KINDS[kind].present
         names = names if present in names else (*names, present)
-        rows = self._read([self.k(KINDS[kind], doc) for doc in docs], lambda key: ("HMGET", key, *names))
+        rows = self._read([self.k(KEYS[kind], doc) for doc in docs], lambda key: ("HMGET", key, *names))
         found: list[dict[str, Any] | None] = []
         for row in rows:
             values = {
@@ -139,15 +130,15 @@ class RedisEngine(RedisConnection, RedisSpots):
         found = self._fields(kind, [doc], (field,))[0]
         if found is None or found.get(field) != expected:
             return False
-        self._hash_set(self.k(KINDS[kind], doc), {field: value})
+        self._hash_set(self.k(KEYS[kind], doc), {field: value})
         return True
 
     def delete(self, kind: str, doc: int) -> None:
-        key, listing = self.k(KINDS[kind], doc), LISTINGS.get(kind)
+        key, listing, ordered = self.k(KEYS[kind], doc), KINDS[kind].listing, KINDS[kind].ordered
 
         def write(pipe: Any) -> None:
             pipe.delete(key)
-            if listing == "ids":
+            if listing and ordered:
                 pipe.zrem(self.k(listing), doc)
             elif listing:
                 pipe.srem(self.k(listing), doc)
@@ -155,8 +146,8 @@ class RedisEngine(RedisConnection, RedisSpots):
         self._write(write)
 
     def listing(self, kind: str) -> Iterator[int]:
-        listing = self.k(LISTINGS[kind])
-        if LISTINGS[kind] != "ids":
+        listing = self.k(KINDS[kind].listing)
+        if not KINDS[kind].ordered:
             yield from sorted(reply_ids(self.r.smembers(listing)))
             return
         start = 0
@@ -168,7 +159,7 @@ class RedisEngine(RedisConnection, RedisSpots):
 
     def _set(self, name: str, key: Hashable) -> bytes:
         parts = key if isinstance(key, tuple) else (key,)
-        return self.k(SETS[name], *(storable(p) if isinstance(p, str) else p for p in parts))
+        return self.k(SETS[name].redis, *(storable(p) if isinstance(p, str) else p for p in parts))
 
     def add(self, name: str, key: Hashable, doc: int) -> None:
         set_key = self._set(name, key)
@@ -183,7 +174,7 @@ class RedisEngine(RedisConnection, RedisSpots):
         return [set(reply_ids(members or ())) for members in replies]
 
     def map_get(self, name: str, fields: Sequence[str] | None = None) -> dict[str, Any]:
-        key = self.k(MAPS[name])
+        key = self.k(MAPS[name].redis)
         if fields is None:
             (reply,) = self._read([key], lambda k: ("HGETALL", k))
             pairs = reply.items() if isinstance(reply, dict) else zip(reply[::2], reply[1::2], strict=True)
@@ -199,15 +190,15 @@ class RedisEngine(RedisConnection, RedisSpots):
         return found
 
     def map_set(self, name: str, values: dict[str, Any]) -> None:
-        self._hash_set(self.k(MAPS[name]), values)
+        self._hash_set(self.k(MAPS[name].redis), values)
 
     def bump(self, name: str, field: str, by: int = 1) -> None:
         """Add to a counter without reading it: no other crawler's count conflicts with this page."""
-        key = self.k(MAPS[name])
+        key = self.k(MAPS[name].redis)
         self._write(lambda pipe: pipe.hincrby(key, field, by))
 
     def incr(self, name: str, field: str, by: int = 1) -> int:
-        key = self.k(MAPS[name])
+        key = self.k(MAPS[name].redis)
         if self._watching is None:
             return int(self.r.hincrby(key, field, by))
         (old,) = self._read([key], lambda k: ("HGET", k, field))
@@ -230,10 +221,10 @@ class RedisEngine(RedisConnection, RedisSpots):
         return [int(doc) for _, doc in order]
 
     def clear(self, names: Sequence[str], kinds: Sequence[str]) -> None:
-        keys = [self.k(MAPS[n]) for n in names if n in MAPS] + [self.k("rank", n) for n in names]
-        keys += [self.k(LISTINGS[k]) for k in kinds if k in LISTINGS]
-        keys += [self.k(COUNTERS[k]) for k in kinds if k in COUNTERS]
-        prefixes = [self.k(SETS[n]) for n in names if n in SETS] + [self.k(KINDS[k]) for k in kinds]
+        keys = [self.k(MAPS[n].redis) for n in names if n in MAPS] + [self.k("rank", n) for n in names]
+        keys += [self.k(KINDS[k].listing) for k in kinds if KINDS[k].listing]
+        keys += [self.k(KINDS[k].counter) for k in kinds if KINDS[k].counter]
+        prefixes = [self.k(SETS[n].redis) for n in names if n in SETS] + [self.k(KEYS[k]) for k in kinds]
         unlink_keys(self.r, keys, prefixes)
 
     def _hmget(self, keys: list[bytes], fields: tuple[bytes, ...]) -> list[list[Any]]:
@@ -271,7 +262,7 @@ class RedisEngine(RedisConnection, RedisSpots):
         """The admitted pages of the scope sharing a lookup key or enough spot lists with ``probe``,
         each read WATCHed: the bounds' fields first, every signature only for those that pass."""
         keys = [
-            self.k("lk", key)
+            self.k(LOOKUP.redis, key)
             for key in lookup_keys(probe, scope_id, self.config, simhash=self._probe_simhash)
         ]
         buckets, parts, needs = self._probe_fields(probe.spots, scope_id)
@@ -283,13 +274,13 @@ class RedisEngine(RedisConnection, RedisSpots):
             lists = [(field, blob) for field, blob in zip(fields, answers[-1], strict=True) if blob]
             found.update(shared(lists, parts, needs))
         ids = sorted(found)
-        rows = [(i, doc) for i, doc in zip(ids, self._fields("doc", ids, _BOUNDS), strict=True) if doc]
+        rows = [(i, doc) for i, doc in zip(ids, self._fields(DOC.name, ids, _BOUNDS), strict=True) if doc]
         admitted = [(i, d) for i, d in rows if d.get("status") == "unique" and d.get("scope") == scope_id]
         bounds = [
             (i, d.get("exact"), d.get("simhash"), d.get("spot_size"), d.get("spots")) for i, d in admitted
         ]
         survivors = [row[0] for row in may_match(probe, bounds, self.config)]
-        for doc_id, doc in zip(survivors, self.get("doc", survivors, SIGNATURES), strict=True):
+        for doc_id, doc in zip(survivors, self.get(DOC.name, survivors, SIGNATURES), strict=True):
             if doc and doc.get("status") == "unique" and doc.get("scope") == scope_id:
                 try:
                     yield doc_id, stored_fingerprint(doc_id, doc)

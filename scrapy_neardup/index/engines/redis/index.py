@@ -25,8 +25,9 @@ from ....exceptions import IndexFileError, MissingExtraError
 from ... import schema
 from ...ledger import Ledger
 from ...location import fit_key_prefix, safe_url
-from .connection import ReadsAsMissing, unlink_keys, unreachable
-from .engine import COUNTERS, KINDS, LISTINGS, MAPS, SETS, RedisEngine
+from ...stores import KINDS, MAPS, SETS
+from .connection import MARK, ReadsAsMissing, unlink_keys, unreachable
+from .engine import KEYS, RedisEngine
 from .replies import reply_text
 
 if TYPE_CHECKING:
@@ -38,8 +39,12 @@ except ImportError:  # pragma: no cover - the extra is missing
     redis = None
 
 # The index's keys: single ones, and kinds with one key an id or value (``<prefix>:<kind>:...``).
-OWN_KEYS = ("meta", "spotted", "classes", *MAPS.values(), *LISTINGS.values(), *COUNTERS.values())
-OWN_KINDS = ("sl", *KINDS.values(), *SETS.values())
+OWN_KEYS = (
+    "spotted", "classes", *(store.redis for store in MAPS.values()),
+    *(kind.listing for kind in KINDS.values() if kind.listing),
+    *(kind.counter for kind in KINDS.values() if kind.counter),
+)  # fmt: skip
+OWN_KINDS = ("sl", *KEYS.values(), *(store.redis for store in SETS.values()))
 
 
 class RedisIndex(Ledger):
@@ -83,7 +88,7 @@ class RedisIndex(Ledger):
         except ValueError as exc:  # a malformed URL
             raise IndexFileError(path, f"is not a Redis URL ({exc})") from None
         try:
-            key = ":".join([prefix, "meta"]).encode("utf-8", "surrogatepass")
+            key = ":".join([prefix, MARK]).encode("utf-8", "surrogatepass")
             meta = {reply_text(k): reply_text(v) for k, v in r.hgetall(key).items()}
         except redis.RedisError as exc:
             raise IndexFileError(path, unreachable(exc)) from None
@@ -126,7 +131,7 @@ class RedisIndex(Ledger):
         r = None
         try:
             r = redis.Redis.from_url(url, socket_timeout=5.0, socket_connect_timeout=5.0)
-            if r.exists(_key(prefix, "meta")):
+            if r.exists(_key(prefix, MARK)):
                 _remove(r, prefix)
         except redis.RedisError as exc:
             raise IndexFileError(path, unreachable(exc)) from None

@@ -18,7 +18,10 @@ from ....signatures.spotsigs import SpotSet
 from ...codecs import blob_spots, sound_spots_blob
 from ...pruning import SpotClasses, walk
 from ...spot_search import SpotKeys
+from ...stores import DOC, MAPS
 from .replies import reply_ids, reply_int
+
+MARK = next(store.redis for store in MAPS.values() if store.marks)  # the meta: its presence is the index's
 
 try:
     from redis import WatchError
@@ -154,11 +157,11 @@ class RedisSpots:
         in a transaction of its own (a check meeting a due freeze makes it, then is judged again)."""
         with self.r.pipeline(transaction=True) as pipe:
             try:
-                pipe.watch(self.k("meta"), self.k("spotted"))
-                if pipe.hget(self.k("meta"), "spot_order"):
+                pipe.watch(self.k(MARK), self.k("spotted"))
+                if pipe.hget(self.k(MARK), "spot_order"):
                     return
                 ids = sorted(reply_ids(pipe.smembers(self.k("spotted"))))
-                rows = self._hmget([self.k("doc", i) for i in ids], (b"scope", b"spots"))
+                rows = self._hmget([self.k(DOC.redis or DOC.name, i) for i in ids], (b"scope", b"spots"))
                 sets = [(i, reply_int(row[0]), _spots(row[1])) for i, row in zip(ids, rows, strict=True)]
                 sets = [
                     (i, scope, spots) for i, scope, spots in sets if scope is not None and spots is not None
@@ -173,7 +176,7 @@ class RedisSpots:
                     self.k("classes"),
                     mapping=dict(zip(classes.spots.tolist(), classes.classes.tolist(), strict=True)),
                 )
-                pipe.hset(self.k("meta"), "spot_order", "classes")
+                pipe.hset(self.k(MARK), "spot_order", "classes")
                 lists: dict[bytes, dict[bytes, bytes]] = {}
                 for doc, scope, spot_set in sets:
                     if self._searched(spot_set):

@@ -1,12 +1,11 @@
-"""The SQLite engine: the engine protocol over the index file's own tables (``schema``).
+"""The SQLite engine: the engine protocol over the index file's own tables (``schema``), laid out
+as the ledger's stores declare (``stores``).
 
-Documents are rows of their kind's table (``doc``: documents, ``run``: runs, ``skip``:
-url_skips, ``text``: texts), lookup keys and the rules' skips are rows of their tables, and
-the maps are tables too (meta, scopes, term_df, url_rules). The sets a record's own columns
-hold (its revisit key, its source, its scope's admitted pages, its original's duplicates),
-the counts by status and the order of when pages were last seen are read from the documents
-table, so adding to them writes nothing: a user's SQL sees one row a page. A transaction is
-BEGIN IMMEDIATE, or a savepoint inside one (a page of a batch).
+Documents are rows of their kind's table, kept sets and maps rows of theirs. The sets a
+record's own columns hold (its revisit key, its source, its scope's admitted pages, its
+original's duplicates), the counts by status and the order of when pages were last seen are
+read from the documents table, so adding to them writes nothing: a user's SQL sees one row a
+page. A transaction is BEGIN IMMEDIATE, or a savepoint inside one (a page of a batch).
 """
 
 from __future__ import annotations
@@ -18,28 +17,12 @@ from typing import Any
 
 from ....config import DedupConfig
 from ....text import storable
+from ...stores import KINDS, MAPS, ORDERS, SETS
 from .file import IndexFile
 from .opening import file_bytes
 from .search import SQLiteSearch
 
-TABLES = {"doc": "documents", "run": "runs", "skip": "url_skips", "text": "texts", "pending": "pending"}
-_ID = {"text": "doc", "pending": "doc"}  # the id column of a table whose id is not ``id``
-# Maps kept as tables: (table, key column, value column).
-MAPS = {
-    "meta": ("meta", "key", "value"), "scopes": ("scopes", "name", "id"),
-    "term_df": ("term_df", "term", "df"),
-    "url_same": ("url_rules", "rule", "same"), "url_differ": ("url_rules", "rule", "differ"),
-    "url_status": ("url_rules", "rule", "status"), "url_changed": ("url_rules", "rule", "changed_at"),
-}  # fmt: skip
-# Sets kept as tables: (table, key column, member column).
-SETS = {"lk": ("lookup_keys", "key", "doc"), "skip_rule": ("url_skip_rules", "rule", "skip")}
-# Sets read from the documents' own columns: (the condition on a key).
-DERIVED = {
-    "url": "scope = ? AND url_key = ?", "src": "source = ?", "admitted": "status = 'unique' AND scope = ?",
-    "dup": "duplicate_of = ?",
-}  # fmt: skip
-# Orders read from the documents' own columns (the ledger writes the column with the rank).
-ORDERS = {"seen": "last_seen"}
+DERIVED = {store.name: store.condition("?") for store in SETS.values() if store.of}
 _CHUNK = 500  # values bound in one statement
 
 
@@ -82,7 +65,7 @@ class SQLiteEngine:
         self.db.execute(f"RELEASE {name}")
 
     def new_id(self, kind: str) -> int:
-        table, column = TABLES[kind], _ID.get(kind, "id")
+        table, column = KINDS[kind].table, KINDS[kind].id_column
         top = self.db.execute("SELECT value FROM meta WHERE key = ?", (f"top_{kind}",)).fetchone()
         doc = self.db.execute(f"SELECT COALESCE(MAX({column}), 0) + 1 FROM {table}").fetchone()[0]
         doc = max(doc, int(top[0]) + 1 if top and str(top[0]).isdigit() else 0)  # not a deleted one's
@@ -92,7 +75,7 @@ class SQLiteEngine:
     def put(self, kind: str, doc: int, fields: dict[str, Any]) -> None:
         """An INSERT of a row new_id just numbered, else an UPDATE of the row, else an INSERT (an
         upsert would meet the NOT NULL columns a partial update leaves out)."""
-        table, column = TABLES[kind], _ID.get(kind, "id")
+        table, column = KINDS[kind].table, KINDS[kind].id_column
         names = list(fields)
         fresh = (kind, doc) in self._fresh
         self._fresh.discard((kind, doc))
@@ -109,7 +92,7 @@ class SQLiteEngine:
     def get(
         self, kind: str, docs: Sequence[int], fields: Sequence[str] | None = None
     ) -> list[dict[str, Any] | None]:
-        table, column = TABLES[kind], _ID.get(kind, "id")
+        table, column = KINDS[kind].table, KINDS[kind].id_column
         columns = "*" if fields is None else ", ".join(dict.fromkeys([column, *fields]))
         found: dict[int, dict[str, Any]] = {}
         for start in range(0, len(docs), _CHUNK):
@@ -124,7 +107,7 @@ class SQLiteEngine:
         return [found.get(doc) for doc in docs]
 
     def compare_and_set(self, kind: str, doc: int, field: str, expected: Any, value: Any) -> bool:
-        table, column = TABLES[kind], _ID.get(kind, "id")
+        table, column = KINDS[kind].table, KINDS[kind].id_column
         done = self.db.execute(
             f"UPDATE {table} SET {field} = ? WHERE {column} = ? AND {field} IS ?", (value, doc, expected)
         )
@@ -132,8 +115,8 @@ class SQLiteEngine:
 
     def delete(self, kind: str, doc: int) -> None:
         """Delete the row; the highest id deleted is kept, so that new_id never gives it again."""
-        self.db.execute(f"DELETE FROM {TABLES[kind]} WHERE {_ID.get(kind, 'id')} = ?", (doc,))
-        if kind not in _ID:
+        self.db.execute(f"DELETE FROM {KINDS[kind].table} WHERE {KINDS[kind].id_column} = ?", (doc,))
+        if KINDS[kind].counter is not None:  # numbered: its highest number kept
             self.db.execute(
                 "INSERT INTO meta VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = "
                 "MAX(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))",
@@ -141,19 +124,19 @@ class SQLiteEngine:
             )
 
     def listing(self, kind: str) -> Iterator[int]:
-        column = _ID.get(kind, "id")
-        return (row[0] for row in self.db.execute(f"SELECT {column} FROM {TABLES[kind]} ORDER BY {column}"))
+        table, column = KINDS[kind].table, KINDS[kind].id_column
+        return (row[0] for row in self.db.execute(f"SELECT {column} FROM {table} ORDER BY {column}"))
 
     def add(self, name: str, key: Hashable, doc: int) -> None:
-        if name in SETS:
-            table, key_column, member = SETS[name]
+        if SETS[name].table:  # else derived: the record's own columns hold it
+            table, key_column, member = SETS[name].table
             self.db.execute(
                 f"INSERT OR IGNORE INTO {table} ({key_column}, {member}) VALUES (?, ?)", (key, doc)
             )
 
     def discard(self, name: str, key: Hashable, doc: int) -> None:
-        if name in SETS:
-            table, key_column, member = SETS[name]
+        if SETS[name].table:
+            table, key_column, member = SETS[name].table
             self.db.execute(f"DELETE FROM {table} WHERE {key_column} = ? AND {member} = ?", (key, doc))
 
     def members(self, name: str, keys: Sequence[Hashable]) -> list[set[int]]:
@@ -161,7 +144,7 @@ class SQLiteEngine:
             query = f"SELECT id FROM documents WHERE {DERIVED[name]}"
             args = [key if isinstance(key, tuple) else (key,) for key in keys]
             return [{row[0] for row in self.db.execute(query, arg)} for arg in args]
-        table, key_column, member = SETS[name]
+        table, key_column, member = SETS[name].table
         found: dict[Any, set[int]] = {}
         for start in range(0, len(keys), _CHUNK):
             chunk = list(keys[start : start + _CHUNK])
@@ -171,9 +154,10 @@ class SQLiteEngine:
         return [found.get(key, set()) for key in keys]
 
     def map_get(self, name: str, fields: Sequence[str] | None = None) -> dict[str, Any]:
-        if name == "counts":
-            return dict(self.db.execute("SELECT status, COUNT(*) FROM documents GROUP BY status"))
-        table, key_column, value = MAPS[name]
+        if MAPS[name].counted:
+            column = MAPS[name].counted
+            return dict(self.db.execute(f"SELECT {column}, COUNT(*) FROM documents GROUP BY {column}"))
+        table, key_column, value = MAPS[name].table
         query = f"SELECT {key_column}, {value} FROM {table} WHERE {value} IS NOT NULL"
         if fields is None:
             return dict(self.db.execute(query))
@@ -186,7 +170,7 @@ class SQLiteEngine:
         return found
 
     def map_set(self, name: str, values: dict[str, Any]) -> None:
-        table, key_column, value = MAPS[name]
+        table, key_column, value = MAPS[name].table
         self.db.executemany(
             f"INSERT INTO {table} ({key_column}, {value}) VALUES (?, ?) "
             f"ON CONFLICT({key_column}) DO UPDATE SET {value} = excluded.{value}",
@@ -194,9 +178,9 @@ class SQLiteEngine:
         )
 
     def incr(self, name: str, field: str, by: int = 1) -> int:
-        if name == "counts":
-            return 0  # read from the documents' status
-        table, key_column, value = MAPS[name]
+        if MAPS[name].counted:
+            return 0  # read from the documents' column
+        table, key_column, value = MAPS[name].table
         self.db.execute(
             f"INSERT INTO {table} ({key_column}, {value}) VALUES (?, ?) "
             f"ON CONFLICT({key_column}) DO UPDATE SET {value} = CAST({value} AS INTEGER) + excluded.{value}",
@@ -213,7 +197,7 @@ class SQLiteEngine:
         """Nothing: an order is read from its column, which the ledger writes."""
 
     def ranked(self, name: str, below: float | None = None, beyond: int | None = None) -> list[int]:
-        column = ORDERS[name]
+        column = ORDERS[name].field
         query = (
             f"SELECT id FROM documents WHERE {column} < ? OR id IN (SELECT id FROM documents "
             f"ORDER BY {column} DESC, id DESC LIMIT -1 OFFSET ?) ORDER BY {column}, id"
@@ -221,7 +205,8 @@ class SQLiteEngine:
         return [row[0] for row in self.db.execute(query, (below, 2**62 if beyond is None else beyond))]
 
     def clear(self, names: Sequence[str], kinds: Sequence[str]) -> None:
-        tables = {MAPS[n][0] if n in MAPS else SETS[n][0] for n in names} | {TABLES[k] for k in kinds}
+        kept = [MAPS[n].table if n in MAPS else SETS[n].table for n in names]
+        tables = {found[0] for found in kept if found} | {KINDS[k].table for k in kinds}
         for table in sorted(tables):
             self.db.execute(f"DELETE FROM {table}")
 

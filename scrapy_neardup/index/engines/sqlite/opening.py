@@ -9,6 +9,7 @@ from pathlib import Path
 from ....config import DedupConfig
 from ....exceptions import IndexFileError
 from ... import schema
+from ...stores import DOC, META
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 # Files up to this size are checked (PRAGMA quick_check) when opened; larger ones would make
@@ -165,7 +166,7 @@ def holds_index(path: Path) -> bool:
 
 def _application(con: sqlite3.Connection, tables: set[str]) -> bool:
     """Whether the file's meta names scrapy-neardup (for a damaged meta: whether its tables are ours)."""
-    if not {"meta", "documents"} <= tables:
+    if not {META.table[0], DOC.table} <= tables:
         return False
     try:
         row = con.execute("SELECT value FROM meta WHERE key = 'application'").fetchone()
