@@ -13,6 +13,7 @@ latency is paid for, whatever the client library does.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import threading
 import time
@@ -47,6 +48,9 @@ class LatencyProxy:
         self._ready.set()
         self._loop.run_forever()
         server.close()
+        for task in asyncio.all_tasks(self._loop):  # connections still open: ended quietly
+            task.cancel()
+        self._loop.run_until_complete(asyncio.gather(*asyncio.all_tasks(self._loop), return_exceptions=True))
 
     async def _connection(self, client_in: asyncio.StreamReader, client_out: asyncio.StreamWriter) -> None:
         try:
@@ -55,11 +59,12 @@ class LatencyProxy:
             client_out.close()
             return
         turn = {"server spoke": True}  # a client's first bytes begin a round trip
-        await asyncio.gather(
-            self._pipe(client_in, server_out, turn, client=True),
-            self._pipe(server_in, client_out, turn, client=False),
-            return_exceptions=True,
-        )
+        with contextlib.suppress(asyncio.CancelledError):  # the proxy stopped
+            await asyncio.gather(
+                self._pipe(client_in, server_out, turn, client=True),
+                self._pipe(server_in, client_out, turn, client=False),
+                return_exceptions=True,
+            )
 
     async def _pipe(
         self, source: asyncio.StreamReader, sink: asyncio.StreamWriter, turn: dict[str, Any], client: bool
