@@ -1,6 +1,6 @@
 """Two crawler processes, one Redis: a shared queue (scrapy-redis) and a shared index (scrapy-neardup).
 
-    python example_project/run_redis_demo.py
+    python example_project/run_redis_demo.py [--redis URL] [--index LOCATION]
 
 Starts a redis-server on 127.0.0.1 (a free port, nothing kept), serves the bundled news site,
 and runs two ``scrapy crawl news`` processes against both: the first seeds scrapy-redis's shared
@@ -8,10 +8,13 @@ request queue with the start URL, the second only takes requests from it, and bo
 page against one Redis index (``NEARDUP_INDEX = "redis://..."``). Each writes its own items feed;
 the union of the two feeds must hold every original page of the site once and none of its
 copies, whichever process fetched a copy or its original. Exit status 0 when it does.
+``--redis``: a running server instead (the queue's and the index's keys then of this run
+alone); ``--index``: another index for the two (a PostgreSQL URL).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 import socket
@@ -19,9 +22,12 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 from run_demo import HERE, OUTPUT, SITE, check_truth, crawl_command, feed_env, serve, site_path
+
+from scrapy_neardup.index.location import with_prefix
 
 CRAWLS = ("first", "second")
 
@@ -51,9 +57,10 @@ def start_redis(folder: str) -> tuple[subprocess.Popen, str]:
     sys.exit(f"run_redis_demo: redis-server did not start on port {port}")
 
 
-def crawl(name: str, start_url: str, redis_url: str) -> subprocess.Popen:
+def crawl(name: str, start_url: str, redis_url: str, index: str, run: str) -> subprocess.Popen:
     settings = {
-        "NEARDUP_INDEX": redis_url, "REDIS_URL": redis_url, "NEARDUP_REPORT": "",
+        "NEARDUP_INDEX": index, "REDIS_URL": redis_url, "NEARDUP_REPORT": "",
+        "SCHEDULER_QUEUE_KEY": f"news{run}:requests", "SCHEDULER_DUPEFILTER_KEY": f"news{run}:dupefilter",
         "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
         "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
         # The first crawler to close would otherwise clear the shared URL filter under the other,
@@ -64,25 +71,31 @@ def crawl(name: str, start_url: str, redis_url: str) -> subprocess.Popen:
     }  # fmt: skip
     seed = ("-a", "seed=0") if name != "first" else ()  # takes requests from the queue the first seeds
     command = crawl_command(start_url, settings, seed)
-    print(f"$ scrapy crawl news ({name}) with NEARDUP_INDEX={redis_url} and scrapy-redis's scheduler")
+    print(f"$ scrapy crawl news ({name}) with NEARDUP_INDEX={index} and scrapy-redis's scheduler")
     return subprocess.Popen(command, cwd=HERE, env=feed_env(OUTPUT / f"redis-{name}.jsonl"))
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--redis", help="a running redis-server's URL (else one is started)")
+    parser.add_argument("--index", help="the index (default: the Redis server's)")
+    args = parser.parse_args()
     OUTPUT.mkdir(exist_ok=True)
+    run = f"-{uuid.uuid4().hex[:8]}" if args.redis else ""  # a server's keys of this run alone
     with tempfile.TemporaryDirectory(prefix="neardup-redis-") as folder:
-        redis_process, redis_url = start_redis(folder)
+        redis_process, redis_url = (None, args.redis) if args.redis else start_redis(folder)
+        index = with_prefix(args.index or redis_url, f"news{run}:neardup")
         server = serve(SITE)
         start_url = f"http://127.0.0.1:{server.server_address[1]}/"
         print(f"Serving {SITE.relative_to(HERE.parent)}/ at {start_url}; Redis at {redis_url}")
         try:
-            first = crawl("first", start_url, redis_url)
+            first = crawl("first", start_url, redis_url, index, run)
             time.sleep(2)  # the first crawler seeds the queue; the second joins while it is full
-            second = crawl("second", start_url, redis_url)
+            second = crawl("second", start_url, redis_url, index, run)
             codes = [first.wait(300), second.wait(300)]
             report = OUTPUT / "redis-report.html"
             cli = Path(sys.executable).parent / "scrapy-neardup"
-            where = ["--index", f"{redis_url}?prefix=news:neardup"]
+            where = ["--index", index]
             subprocess.run([str(cli), "report", *where, "-o", str(report)], check=False)
             done = subprocess.run(
                 [str(cli), "report", *where, "--format", "json"], capture_output=True, text=True
@@ -91,8 +104,9 @@ def main() -> int:
         finally:
             server.shutdown()
             server.server_close()
-            redis_process.terminate()
-            redis_process.wait(10)
+            if redis_process is not None:
+                redis_process.terminate()
+                redis_process.wait(10)
     items = {name: _items(OUTPUT / f"redis-{name}.jsonl") for name in CRAWLS}
     for name in CRAWLS:
         stats = json.loads((OUTPUT / f"redis-{name}-stats.json").read_text()) if codes else {}
