@@ -412,7 +412,7 @@ def test_two_crawls_sharing_one_index(tmp_path, site):
         ("NEARDUP_SPOTSIGS_THRESHOLD", "1.5", "NEARDUP_SPOTSIGS_THRESHOLD"),
         ("NEARDUP_WORKERS", "many", "NEARDUP_WORKERS"),
         ("NEARDUP_INDEX", "redis://h/0?prefix=a*", "NEARDUP_INDEX"),
-        ("NEARDUP_BACKEND", "redis", "NEARDUP_BACKEND"),
+        ("NEARDUP_MAX_WAITING", "0", "NEARDUP_MAX_WAITING"),
         ("NEARDUP_METHODS", "exact,telepathy", "NEARDUP_METHODS"),
     ],
 )

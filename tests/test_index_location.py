@@ -6,7 +6,7 @@ import pytest
 from scrapy.settings import Settings
 
 from scrapy_neardup.crawl.settings import CrawlSettings
-from scrapy_neardup.exceptions import ConfigError, IndexFileError
+from scrapy_neardup.exceptions import IndexFileError
 from scrapy_neardup.index import IndexSpec
 from scrapy_neardup.index.location import with_prefix
 
@@ -63,9 +63,3 @@ def test_a_crawl_completes_the_spider_s_prefix_and_name():
     assert located("memory:").backend == "memory"
     assert with_prefix("redis://h/0?prefix=mine", "news:neardup") == "redis://h/0?prefix=mine"
     assert with_prefix("pages.db", "news:neardup") == "pages.db"
-
-
-@pytest.mark.parametrize("old", ["NEARDUP_DB", "NEARDUP_BACKEND", "NEARDUP_REDIS_URL", "NEARDUP_REDIS_KEY"])
-def test_a_replaced_setting_stops_the_crawl_naming_it_and_its_successor(old):
-    with pytest.raises(ConfigError, match=f"{old}.*NEARDUP_INDEX"):
-        CrawlSettings.from_settings(Settings({old: "redis"}), "news")

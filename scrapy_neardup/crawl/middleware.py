@@ -83,6 +83,7 @@ class NearDupDownloaderMiddleware:
                 request.meta[PAGE_VERDICT] = Verdict(response.url, None, False, skip_reason=reason)
             return response  # any other page's items (JSON, a feed) are judged by the pipeline
         spider = session.crawler.spider if session.crawler else spider
+        await session.room()
         check = session.check(request, response, spider)
         if session.policy.action is Action.IGNORE or not session.spider_waits:
             judged(session, request, await check)  # decided before the spider, as documented

@@ -85,6 +85,7 @@ class CrawlSession:
         self.spider_waits = False  # NearDupSpiderMiddleware awaits verdicts (``start.spider_waits``)
         self._heart: task.LoopingCall | None = None
         self._waited: tuple[int, float, float] = (0, 0.0, 0.0)  # pages, seconds in all, the longest
+        self._room: asyncio.Semaphore | None = None  # places for pages waiting for a verdict
         self._finished = False
 
     @classmethod
@@ -118,16 +119,33 @@ class CrawlSession:
 
     # --- judging ------------------------------------------------------------------------
 
+    async def room(self) -> None:
+        """Wait while NEARDUP_MAX_WAITING pages wait for their verdicts: the response that waits
+        keeps its download slot, so the crawl runs no further ahead of the index (its memory,
+        and its URL rules, which learn from verdicts)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no asyncio loop: the check is awaited where it starts
+        if self._room is None:
+            self._room = asyncio.Semaphore(self.settings.max_waiting)
+        if self._room.locked():
+            self.stats.inc_value("neardup/waited/full")
+        await self._room.acquire()
+
     def check(self, request: Request, response: Response, spider: Any) -> Awaitable[Verdict]:
         """Start the check of a response, beside the crawl: its verdict, when it comes (the spider
         middleware awaits it, or the downloader middleware in ignore mode). Without an asyncio
-        loop, the check to await."""
+        loop, the check to await. Called after ``room``, whose place it gives back when done."""
         checking = self._check(request, response, spider)
         try:
             asyncio.get_running_loop()
         except RuntimeError:
             return checking
-        return asyncio.ensure_future(checking)
+        future = asyncio.ensure_future(checking)
+        if self._room is not None:
+            future.add_done_callback(lambda _: self._room.release())
+        return future
 
     async def _check(self, request: Request, response: Response, spider: Any) -> Verdict:
         await self.recovery.fetching(request)

@@ -31,6 +31,7 @@ from ..knobs import (
     parse_bool,
     parse_field,
     parse_float,
+    parse_int,
     parse_optional_int,
     parse_path,
     parse_str,
@@ -71,11 +72,6 @@ def _location(value: Any, values: dict[str, Any]) -> str | None:
     except NearDupError as exc:
         return str(exc).removeprefix("index ")
     return None
-
-
-# What NEARDUP_INDEX may be, and the settings of development versions it replaced.
-INDEX_FORMS = "a file, redis://host:6379/0?prefix=..., or memory:"
-REPLACED = ("NEARDUP_DB", "NEARDUP_BACKEND", "NEARDUP_REDIS_URL", "NEARDUP_REDIS_KEY")
 
 
 @dataclass(frozen=True)
@@ -160,6 +156,13 @@ class CrawlSettings:
         f"pages fingerprinted inline before the pool starts ({AUTO_WORKERS_AFTER} for the default pool)",
         between(0, 10**9),
     )
+    max_waiting: int = knob(
+        32,
+        parse_int,
+        "pages that may wait for their verdict at once, each holding its response in memory: while "
+        "a slow or locked index keeps this many waiting, further downloads wait too",
+        between(1, 100_000),
+    )
     page_timeout: float = knob(
         60.0,
         parse_float,
@@ -201,9 +204,6 @@ class CrawlSettings:
             return None if value == "" and not strict else value
 
         declared = {f.name: f for f in declarations(cls)}
-        for old in REPLACED:
-            if settings.get(old) not in (None, ""):
-                raise ConfigError(old, f"was replaced by NEARDUP_INDEX ({INDEX_FORMS})")
         values = parsed(cls, given, setting_name)  # its errors name the setting already
         try:
             read = cls(**values)
@@ -243,10 +243,9 @@ class CrawlSettings:
 
 
 def known_settings() -> frozenset[str]:
-    """Every ``NEARDUP_*`` setting: the detection knobs, the crawl's own, the add-on's switch, and
-    the replaced ones (refused by name)."""
+    """Every ``NEARDUP_*`` setting: the detection knobs, the crawl's own and the add-on's switch."""
     names = [f.name for f in declarations(DedupConfig)] + [f.name for f in declarations(CrawlSettings)]
-    return frozenset({*SWITCHES, *REPLACED, *map(setting_name, names)})
+    return frozenset({*SWITCHES, *map(setting_name, names)})
 
 
 def warn_unknown_settings(settings: BaseSettings) -> None:

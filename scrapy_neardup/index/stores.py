@@ -136,7 +136,7 @@ SKIP_RULE = SetStore("skip_rule", "url_skip_rule", table=("url_skip_rules", "rul
 SETS = {store.name: store for store in (LOOKUP, BY_KEY, BY_SOURCE, ADMITTED, DUPLICATES, SKIP_RULE)}
 
 # Maps: what the index was built with (and its counters of scopes and counted pages), scope
-# names to ids, pages by status, the I-Match term frequencies, each URL rule's evidence
+# names to ids, pages by status, the term frequencies, each URL rule's evidence
 # (pages of the same content, counter-examples), status and when it last changed.
 META = MapStore("meta", "meta", ("meta", "key", "value"), counters=("scope_next", "term_docs"), marks=True)
 SCOPES = MapStore("scopes", "scopes", ("scopes", "name", "id"), first_wins=True)
