@@ -6,12 +6,12 @@ import multiprocessing
 import os
 import random
 import sqlite3
-import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
 
+import forked
 import numpy as np
 import pytest
 from detectors import admit, sqlite_detector
@@ -658,7 +658,7 @@ with index.batch():
 
 def test_killed_process_leaves_a_valid_index_with_committed_pages(tmp_path):
     path = tmp_path / "killed.db"
-    proc = subprocess.run([sys.executable, "-c", KILL_SCRIPT, str(path)], capture_output=True)
+    proc = forked.run([sys.executable, "-c", KILL_SCRIPT, str(path)], capture_output=True)
     assert proc.returncode == 9
     with SQLiteIndex(path, DedupConfig(extractor="text", min_tokens=5)) as index:
         assert index.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

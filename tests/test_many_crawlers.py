@@ -18,6 +18,7 @@ import time
 import uuid
 from pathlib import Path
 
+import forked
 import pytest
 from crawling import ADDON, RUNNER, TRUTH, crawl, expected, path_of, serve
 
@@ -99,7 +100,7 @@ def _start(
         json.dumps({"start_urls": start_urls, "settings": settings, "out": str(tmp_path / f"{name}.out"),
                     "close_delay": close_delay})
     )  # fmt: skip
-    return subprocess.Popen(
+    return forked.Popen(
         [sys.executable, str(RUNNER), str(config)], cwd=tmp_path, stderr=subprocess.PIPE, text=True
     )
 

@@ -8,11 +8,11 @@ import asyncio
 import json
 import signal
 import sqlite3
-import subprocess
 import sys
 import time
 from pathlib import Path
 
+import forked
 import pytest
 from crawling import ADDON, RUNNER, crawl, path_of, serve
 from pathological_pages import PAGES, TEXT, write
@@ -161,7 +161,7 @@ def test_sigterm_stops_a_crawl_judging_the_pages_inline(tmp_path):
             json.dumps({"start_urls": [url + "/"], "settings": settings, "out": str(tmp_path / "r")})
         )
         with log.open("w") as out:
-            process = subprocess.Popen([sys.executable, str(RUNNER), str(config)], stdout=out, stderr=out)
+            process = forked.Popen([sys.executable, str(RUNNER), str(config)], stdout=out, stderr=out)
         try:
             deadline = time.monotonic() + BUDGET
             while "deep_divs.html> (referer" not in log.read_text() and time.monotonic() < deadline:

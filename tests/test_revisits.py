@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import forked
 from crawling import ADDON, RUNNER, SITE, crawl, expected, path_of, run_crawl, serve
 
 JUDGED = len(expected("unique")) + len(expected("duplicate"))
@@ -134,7 +135,7 @@ def test_kills_at_several_points_then_resume_lose_no_page(tmp_path, site):
                 {"start_urls": [site + "/"], "settings": settings, "out": str(tmp_path / "never.json")}
             )
         )
-        proc = subprocess.Popen(
+        proc = forked.Popen(
             [sys.executable, str(RUNNER), str(config)], cwd=tmp_path, stderr=subprocess.DEVNULL
         )
         try:

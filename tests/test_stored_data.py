@@ -8,12 +8,12 @@ import json
 import os
 import pickle
 import sqlite3
-import subprocess
 import sys
 import uuid
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+import forked
 import pytest
 from conftest import BACKENDS, make_index
 from crawling import ADDON, crawl
@@ -263,7 +263,7 @@ def test_a_crawl_of_urls_with_tabs_in_parameter_names_leaves_an_index_the_next_c
     assert "could not be read" not in again["stderr"]  # the rules with tabs were read back
     stored = {parse_qs(urlsplit(item["url"]).query).get("id", [""])[0] for item in again["items"]}
     assert len(stored & {str(n) for n in range(40)}) >= 30  # (every one: the re-runs of issue 39)
-    report = subprocess.run(
+    report = forked.run(
         [
             sys.executable,
             "-m",
