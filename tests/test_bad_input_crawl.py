@@ -74,6 +74,7 @@ def test_a_full_disk_passes_every_page_on_and_says_so_once(tmp_path, site):
     assert "Traceback" not in result["stderr"]
 
 
+@pytest.mark.slow
 def test_a_locked_index_is_waited_for_and_the_wait_logged(tmp_path, site):
     db = tmp_path / "locked.db"
     crawl(tmp_path, [site + "/short.html"], {**ADDON, "NEARDUP_INDEX": str(db)})  # the file exists
@@ -106,6 +107,7 @@ def _pathological_site(root: Path) -> None:
         (root / name).write_text(html)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [0, 1])
 def test_a_pathological_page_is_skipped_and_the_crawl_goes_on(tmp_path, workers):
     root = tmp_path / "site"
@@ -236,6 +238,7 @@ index.close()
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite", "redis"])
 def test_crawls_started_at_once_in_one_project_folder_all_start(tmp_path, request, backend):
     """Each crawl makes the project's .scrapy/neardup folder, or opens the one Redis index."""

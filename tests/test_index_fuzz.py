@@ -50,6 +50,7 @@ def _checked(result, what: str) -> None:
     assert "Traceback" not in result.stderr, f"{what}: {result.stderr[-3000:]}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("seed", "methods"), CASES)
 @pytest.mark.parametrize("backend", ["sqlite", "redis"])
 def test_a_hostile_index_runs_nothing_stops_nothing_and_costs_no_page(

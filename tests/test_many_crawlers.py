@@ -132,6 +132,7 @@ def _feed(path: Path) -> list[dict]:
     return items
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["redis", "postgres"])
 def test_a_crawler_killed_beside_another_costs_no_page(backend, tmp_path, site, request, redis_url):
     """A and B share a queue and an index; A is killed after it admitted pages whose items die with

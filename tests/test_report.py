@@ -487,6 +487,7 @@ def _payload(tag: str) -> str:
     return f"window.__pwned='{tag}';document.title='PWNED {tag}';alert('{tag}')"
 
 
+@pytest.mark.slow
 def test_html_report_in_chromium_runs_no_payload(tmp_path, browser, articles):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select

@@ -219,6 +219,7 @@ def _plant(index, base: str, ran: Path) -> None:
     index.add_url_evidence({"h\t\tparam\tview": (40, 0), "[1, 2]": (1, 1)}, 29)  # keys of no rule
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite", "redis"])
 def test_planted_rows_run_nothing_and_the_crawl_stores_its_pages(backend, tmp_path, request):
     ran = tmp_path / "ran"
@@ -247,6 +248,7 @@ def test_planted_rows_run_nothing_and_the_crawl_stores_its_pages(backend, tmp_pa
     assert "URL rules of index" in result["stderr"]  # the rows of no rule, said once
 
 
+@pytest.mark.slow(15)
 def test_a_crawl_of_urls_with_tabs_in_parameter_names_leaves_an_index_the_next_crawl_and_report_read(
     tmp_path,
 ):
