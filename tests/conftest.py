@@ -18,6 +18,19 @@ from hypothesis import settings
 settings.register_profile("ci", derandomize=True, deadline=None, max_examples=60)
 settings.load_profile("ci")
 
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests marked ``slow`` first, the longest first (``slow(SECONDS)``, 10 when not given):
+    handed to xdist's workers one by one (``--maxschedchunk 1``), the longest ones start early
+    and none is left alone at the end."""
+
+    def seconds(item: pytest.Item) -> float:
+        slow = item.get_closest_marker("slow")
+        return (slow.args[0] if slow.args else 10) if slow else 0
+
+    items.sort(key=seconds, reverse=True)  # stable: each file's tests stay in their order
+
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 

@@ -1,4 +1,5 @@
-"""Helpers of the crawl tests: the test site, a local server, and one crawl in its own process."""
+"""Helpers of the crawl tests: the test site, a local server, and one crawl in its own process (forked
+from a warm one: tests/forked.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import forked
 import pytest
 
 SITE = Path(__file__).parent / "site"
@@ -52,7 +54,7 @@ def serve(directory: Path, on_request: Callable[[str], None] | None = None) -> I
 
 
 def crawl(tmp_path: Path, start_urls: list[str], settings: dict, check: bool = True, **extra) -> dict:
-    """Run one crawl in a fresh process; the result has stats, parsed URLs, meta, feed items, stderr."""
+    """Run one crawl in a process of its own; the result has stats, parsed URLs, meta, feed items, stderr."""
     out = tmp_path / f"result-{time.monotonic_ns()}.json"
     feed = tmp_path / f"items-{time.monotonic_ns()}.jsonl"
     return run_crawl(tmp_path, start_urls, settings, out, feed, check, **extra)
@@ -66,7 +68,7 @@ def run_crawl(
     settings = {"FEEDS": {str(feed): {"format": "jsonlines"}}, "NEARDUP_MIN_TOKENS": 30, **settings}
     config = tmp_path / f"config-{time.monotonic_ns()}.json"
     config.write_text(json.dumps({"start_urls": start_urls, "settings": settings, "out": str(out), **extra}))
-    proc = subprocess.run(
+    proc = forked.run(
         [sys.executable, str(RUNNER), str(config)], cwd=tmp_path, capture_output=True, text=True, timeout=180
     )
     if check:

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import forked
 import pytest
 from crawling import ADDON, crawl, expected, long_page, path_of, serve
 
@@ -73,6 +74,7 @@ def test_a_full_disk_passes_every_page_on_and_says_so_once(tmp_path, site):
     assert "Traceback" not in result["stderr"]
 
 
+@pytest.mark.slow
 def test_a_locked_index_is_waited_for_and_the_wait_logged(tmp_path, site):
     db = tmp_path / "locked.db"
     crawl(tmp_path, [site + "/short.html"], {**ADDON, "NEARDUP_INDEX": str(db)})  # the file exists
@@ -105,6 +107,7 @@ def _pathological_site(root: Path) -> None:
         (root / name).write_text(html)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [0, 1])
 def test_a_pathological_page_is_skipped_and_the_crawl_goes_on(tmp_path, workers):
     root = tmp_path / "site"
@@ -235,6 +238,7 @@ index.close()
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite", "redis"])
 def test_crawls_started_at_once_in_one_project_folder_all_start(tmp_path, request, backend):
     """Each crawl makes the project's .scrapy/neardup folder, or opens the one Redis index."""
@@ -243,11 +247,11 @@ def test_crawls_started_at_once_in_one_project_folder_all_start(tmp_path, reques
         project = tmp_path / f"project-{round_}"
         project.mkdir()
         (project / "scrapy.cfg").write_text("[settings]\ndefault = none\n")
-        start = time.time() + 1.5
+        start = time.time() + 1.0  # forked: past their imports already (tests/forked.py)
         location = f"{redis_url}?prefix=test:{round_}:{time.time_ns()}" if redis_url else ""
         args = [str(start), location]
         runs = [
-            subprocess.Popen(
+            forked.Popen(
                 [sys.executable, "-c", _START_AT_ONCE, *args], cwd=project, stderr=subprocess.PIPE, text=True
             )
             for _ in range(4)

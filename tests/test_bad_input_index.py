@@ -14,6 +14,7 @@ import sys
 import zlib
 from pathlib import Path
 
+import forked
 import pytest
 from crawling import lock_held, read_only_index, without_root_override
 
@@ -31,7 +32,7 @@ def index_file(tmp_path_factory) -> Path:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "scrapy_neardup.cli", *args], capture_output=True, text=True)
+    return forked.run([sys.executable, "-m", "scrapy_neardup.cli", *args], capture_output=True, text=True)
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -140,7 +141,7 @@ def test_a_report_that_cannot_be_written_out_says_so_in_one_line(index_file):
     for fmt in ("csv", "json", "html"):
         with open("/dev/full", "w") as full:
             command = [sys.executable, "-m", "scrapy_neardup.cli", "report", "--db", str(index_file)]
-            run = subprocess.run([*command, "--format", fmt], stdout=full, stderr=subprocess.PIPE, text=True)
+            run = forked.run([*command, "--format", fmt], stdout=full, stderr=subprocess.PIPE, text=True)
         assert run.returncode == 2 and "Traceback" not in run.stderr and "No space left" in run.stderr
         assert "standard output: No space left" in run.stderr
     closed = _cli_with_closed_stdout("report", "--db", str(index_file))
@@ -150,7 +151,7 @@ def test_a_report_that_cannot_be_written_out_says_so_in_one_line(index_file):
 def _cli_with_closed_stdout(*args: str) -> subprocess.CompletedProcess:
     code = "import sys, os; os.close(1); sys.stdout = None; from scrapy_neardup.cli import main; "
     code += "sys.exit(main(sys.argv[1:]))"
-    return subprocess.run([sys.executable, "-c", code, *args], stderr=subprocess.PIPE, text=True)
+    return forked.run([sys.executable, "-c", code, *args], stderr=subprocess.PIPE, text=True)
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ import sqlite3
 import stat
 from pathlib import Path
 
+import forked
 import pytest
 
 from scrapy_neardup.cli import main
@@ -198,7 +199,7 @@ def test_concurrent_scans_over_the_same_inputs_record_each_page_once(tmp_path):
     db = tmp_path / "shared.db"
     command = [sys.executable, "-m", "scrapy_neardup.cli", "scan", str(folder), "--db", str(db)]
     command += ["--workers", "0", "--batch", "4"]
-    procs = [subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for _ in range(4)]
+    procs = [forked.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for _ in range(4)]
     errors = [p.communicate(timeout=300)[1].decode() for p in procs]
     assert all(p.returncode == 0 for p in procs), errors
     with sqlite3.connect(db) as con:

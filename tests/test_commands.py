@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import forked
 import pytest
 from crawling import lock_held, read_only_index, without_root_override
 
@@ -17,7 +18,7 @@ SITE = Path(__file__).parent / "site"
 
 
 def scrapy(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return forked.run(
         [sys.executable, "-m", "scrapy", *args], cwd=PROJECT, capture_output=True, text=True, timeout=120
     )
 

@@ -11,6 +11,7 @@ import sys
 import types
 from pathlib import Path
 
+import forked
 import pytest
 from crawling import ADDON, RUNNER, SITE, TRUTH, crawl, expected, long_page, path_of, stats_match_truth
 from scrapy.settings import Settings
@@ -331,7 +332,7 @@ def test_a_script_without_main_guard_gets_no_default_pool(tmp_path, site):
     feed, db = tmp_path / "items.jsonl", tmp_path / "unguarded.sqlite"
     script = tmp_path / "run.py"
     script.write_text(UNGUARDED_SCRIPT.format(start=site + "/", db=str(db), feed=str(feed)))
-    proc = subprocess.run(
+    proc = forked.run(
         [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=180
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -347,7 +348,7 @@ def test_a_script_without_main_guard_asking_for_workers_runs_inline(tmp_path, si
     script = tmp_path / "run.py"
     source = UNGUARDED_SCRIPT.format(start=site + "/", db=str(db), feed=str(feed))
     script.write_text(source.replace('"NEARDUP_WORKERS_AFTER": 0', '"NEARDUP_WORKERS": 2'))
-    proc = subprocess.run(
+    proc = forked.run(
         [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=180
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -383,7 +384,7 @@ def test_two_crawls_sharing_one_index(tmp_path, site):
             )
         )
         procs.append(
-            subprocess.Popen(
+            forked.Popen(
                 [sys.executable, str(RUNNER), str(config)], cwd=tmp_path, stderr=subprocess.PIPE, text=True
             )
         )

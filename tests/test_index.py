@@ -6,12 +6,12 @@ import multiprocessing
 import os
 import random
 import sqlite3
-import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
 
+import forked
 import numpy as np
 import pytest
 from detectors import admit, sqlite_detector
@@ -242,6 +242,7 @@ def test_a_server_index_finds_exactly_what_brute_force_finds(
     assert found == brute_force(config, pages)
 
 
+@pytest.mark.slow
 def test_real_pages_index_equals_brute_force(tmp_path, aeb_pages):
     config = DedupConfig(methods=METHODS, extractor="plain", spotsigs_threshold=0.4)
     rng = random.Random(11)
@@ -416,6 +417,7 @@ def spot_corpora(draw) -> list[dict[int, int]]:
     return sets
 
 
+@pytest.mark.slow
 @settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spot_corpora(), st.sampled_from([0.2, 0.3, 0.5]), st.sampled_from([4, 10, 20]), st.booleans())
 def test_larger_pages_asking_more_shared_spots_find_what_brute_force_finds(
@@ -434,6 +436,7 @@ def test_larger_pages_asking_more_shared_spots_find_what_brute_force_finds(
         assert _spot_verdicts(SQLiteIndex(path, config), config, spot_sets) == _brute_verdicts(spot_sets, tau)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spot_corpora(), st.sampled_from([0.2, 0.3, 0.5]), st.sampled_from([4, 10, 20]), st.booleans())
 def test_postgres_counts_a_large_page_by_its_own_partition_and_finds_what_brute_force_finds(
@@ -658,7 +661,7 @@ with index.batch():
 
 def test_killed_process_leaves_a_valid_index_with_committed_pages(tmp_path):
     path = tmp_path / "killed.db"
-    proc = subprocess.run([sys.executable, "-c", KILL_SCRIPT, str(path)], capture_output=True)
+    proc = forked.run([sys.executable, "-c", KILL_SCRIPT, str(path)], capture_output=True)
     assert proc.returncode == 9
     with SQLiteIndex(path, DedupConfig(extractor="text", min_tokens=5)) as index:
         assert index.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

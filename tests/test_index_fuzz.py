@@ -8,6 +8,7 @@ import subprocess
 import sys
 import uuid
 
+import forked
 import pytest
 from crawling import ADDON, SITE, crawl
 from hostile_index import aeb_bodies, build, fuzz_redis, fuzz_sqlite
@@ -20,7 +21,7 @@ CASES = [(1, ""), (2, ALL_METHODS), (3, "")]
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "scrapy_neardup.cli", *args], capture_output=True, text=True)
+    return forked.run([sys.executable, "-m", "scrapy_neardup.cli", *args], capture_output=True, text=True)
 
 
 def _stored(result: dict) -> list[str]:
@@ -49,6 +50,7 @@ def _checked(result, what: str) -> None:
     assert "Traceback" not in result.stderr, f"{what}: {result.stderr[-3000:]}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("seed", "methods"), CASES)
 @pytest.mark.parametrize("backend", ["sqlite", "redis"])
 def test_a_hostile_index_runs_nothing_stops_nothing_and_costs_no_page(

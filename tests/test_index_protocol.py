@@ -190,6 +190,7 @@ def test_a_bar_of_zero_records_every_match_as_a_duplicate(tmp_path):
         assert first.duplicate and detector.index.get(first.doc_id)["status"] == "duplicate"
 
 
+@pytest.mark.slow
 def test_every_backend_records_the_same_pages(tmp_path, aeb_pages, redis_url, postgres_url):
     """Real pages with copies and revisits through each backend: the same verdicts and records."""
     bodies = list(aeb_pages.values())[:12]

@@ -64,6 +64,7 @@ def kill_and_look(process: subprocess.Popen) -> list[str]:
     return left
 
 
+@pytest.mark.slow
 def test_a_killed_crawl_leaves_no_worker_nor_resource_tracker(tmp_path):
     slow_pages(tmp_path / "site")
     with serve(tmp_path / "site") as url:

@@ -18,6 +18,7 @@ import time
 import uuid
 from pathlib import Path
 
+import forked
 import pytest
 from crawling import ADDON, RUNNER, TRUTH, crawl, expected, path_of, serve
 
@@ -99,7 +100,7 @@ def _start(
         json.dumps({"start_urls": start_urls, "settings": settings, "out": str(tmp_path / f"{name}.out"),
                     "close_delay": close_delay})
     )  # fmt: skip
-    return subprocess.Popen(
+    return forked.Popen(
         [sys.executable, str(RUNNER), str(config)], cwd=tmp_path, stderr=subprocess.PIPE, text=True
     )
 
@@ -131,6 +132,7 @@ def _feed(path: Path) -> list[dict]:
     return items
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["redis", "postgres"])
 def test_a_crawler_killed_beside_another_costs_no_page(backend, tmp_path, site, request, redis_url):
     """A and B share a queue and an index; A is killed after it admitted pages whose items die with

@@ -26,6 +26,7 @@ def stored_stories(result: dict, holds: dict[str, str]) -> collections.Counter:
     return collections.Counter(what for what in held if what.startswith("story:"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("concurrency", "seed"), [(1, 0), (16, 1), (16, 2), (1, 3)])
 def test_the_addon_line_stores_every_story_once(tmp_path, concurrency, seed):
     site = tmp_path / "site"

@@ -8,11 +8,11 @@ import asyncio
 import json
 import signal
 import sqlite3
-import subprocess
 import sys
 import time
 from pathlib import Path
 
+import forked
 import pytest
 from crawling import ADDON, RUNNER, crawl, path_of, serve
 from pathological_pages import PAGES, TEXT, write
@@ -94,6 +94,7 @@ def test_each_extractor_meets_the_budget_on_the_pages_it_was_slow_on(name, extra
     assert time.monotonic() - start < BUDGET
 
 
+@pytest.mark.slow
 def test_pages_are_judged_in_a_worker_within_the_page_timeout():
     names = ["deep_divs", "unclosed_formatting", "million_elements", "huge_table"]
 
@@ -108,6 +109,7 @@ def test_pages_are_judged_in_a_worker_within_the_page_timeout():
     assert [fp.skip_reason for fp in fps] == ["pathological", "pathological", None, None]
 
 
+@pytest.mark.slow(15)
 def test_a_scan_of_the_pages_inline_ends_within_its_budget(tmp_path, capsys):
     write(tmp_path / "pages")
     (tmp_path / "pages" / "good.html").write_text(GOOD)
@@ -149,6 +151,7 @@ def test_a_crawl_skips_200000_nested_divs_and_stores_the_good_page(tmp_path):
     assert good == ("unique",)
 
 
+@pytest.mark.slow(45)
 def test_sigterm_stops_a_crawl_judging_the_pages_inline(tmp_path):
     # The spider itself parses each page for links, and lxml takes minutes on the crowded tag.
     names = [name for name in PAGES if name != "crowded_tag"]
@@ -161,7 +164,7 @@ def test_sigterm_stops_a_crawl_judging_the_pages_inline(tmp_path):
             json.dumps({"start_urls": [url + "/"], "settings": settings, "out": str(tmp_path / "r")})
         )
         with log.open("w") as out:
-            process = subprocess.Popen([sys.executable, str(RUNNER), str(config)], stdout=out, stderr=out)
+            process = forked.Popen([sys.executable, str(RUNNER), str(config)], stdout=out, stderr=out)
         try:
             deadline = time.monotonic() + BUDGET
             while "deep_divs.html> (referer" not in log.read_text() and time.monotonic() < deadline:

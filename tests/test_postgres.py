@@ -38,6 +38,7 @@ from scrapy_neardup.index.engines.postgres.packing import (
 psycopg = pytest.importorskip("psycopg")
 
 
+@pytest.mark.slow
 def test_four_processes_admit_each_group_once(postgres_url):
     """4 processes check the same groups' pages at once, 10 rounds: one page of each group admitted."""
     four_processes(PostgresIndex, postgres_url, 10, separator="_")
@@ -47,6 +48,7 @@ def test_a_crawl_dedups_through_postgres_and_a_rerun_is_a_revisit(tmp_path, site
     crawl_and_rerun_on(tmp_path, site, f"{postgres_url}?prefix=crawl_{uuid.uuid4().hex}")
 
 
+@pytest.mark.slow
 def test_another_program_s_tables_are_refused_and_a_reset_drops_only_the_index(tmp_path, site, postgres_url):
     schema = f"shop_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(postgres_url, autocommit=True) as db:
@@ -129,6 +131,7 @@ def test_scan_report_export_and_forget_work_on_postgres(tmp_path, capsys, copied
     assert PostgresIndex.existing(IndexSpec.parse(where)).stats()["documents"] <= 2
 
 
+@pytest.mark.slow(20)
 def test_server_stopped_and_started_mid_crawl_loses_no_page(tmp_path, site):
     """A server of its own, stopped while a crawl runs and started again: pages pass unjudged and
     counted meanwhile, are judged again once it is back, and none is lost."""

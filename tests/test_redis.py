@@ -25,6 +25,7 @@ from scrapy_neardup.exceptions import IndexFileError
 from scrapy_neardup.index.engines.redis import RedisIndex
 
 
+@pytest.mark.slow
 def test_four_processes_admit_each_group_once(redis_url):
     """4 processes check the same groups' pages at once, 20 rounds: one page of each group admitted."""
     four_processes(RedisIndex, redis_url, 20)
@@ -118,6 +119,7 @@ def _documents(url: str, prefix: str) -> int:
         index.close()
 
 
+@pytest.mark.slow(20)
 def test_redis_lost_mid_crawl_passes_pages_and_the_index_stays_whole(tmp_path, site):
     """redis-server killed and restarted while a crawl runs: pages pass unjudged and are counted."""
     server = shutil.which("redis-server")

@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
+import forked
 import pytest
 
 from scrapy_neardup.cli import main
@@ -335,7 +336,7 @@ def test_format_from_the_output_suffix_and_errors(small_db, tmp_path, capsys):
 
 def test_report_piped_into_head_stops_quietly(small_db):
     """``scrapy-neardup report --db X | head -1``: no BrokenPipeError traceback."""
-    proc = subprocess.Popen(
+    proc = forked.Popen(
         [sys.executable, "-m", "scrapy_neardup.cli", "report", "--db", str(small_db), "--format", "csv"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
@@ -486,6 +487,7 @@ def _payload(tag: str) -> str:
     return f"window.__pwned='{tag}';document.title='PWNED {tag}';alert('{tag}')"
 
 
+@pytest.mark.slow
 def test_html_report_in_chromium_runs_no_payload(tmp_path, browser, articles):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select

@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+import forked
+import pytest
 from crawling import ADDON, RUNNER, SITE, crawl, expected, path_of, run_crawl, serve
 
 JUDGED = len(expected("unique")) + len(expected("duplicate"))
@@ -106,6 +108,7 @@ def test_drop_unchanged_drops_the_items_of_unchanged_revisits_only(tmp_path, sit
     assert again["stats"]["neardup/revisits/changed"] == 1
 
 
+@pytest.mark.slow
 def test_kills_at_several_points_then_resume_lose_no_page(tmp_path, site):
     """After SIGKILLs at several points, a resume with the same JOBDIR and a re-run, every page the
     add-on dropped in a run that closed is a duplicate of a page in the output (the feeds' union),
@@ -134,7 +137,7 @@ def test_kills_at_several_points_then_resume_lose_no_page(tmp_path, site):
                 {"start_urls": [site + "/"], "settings": settings, "out": str(tmp_path / "never.json")}
             )
         )
-        proc = subprocess.Popen(
+        proc = forked.Popen(
             [sys.executable, str(RUNNER), str(config)], cwd=tmp_path, stderr=subprocess.DEVNULL
         )
         try:

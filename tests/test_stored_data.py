@@ -8,12 +8,12 @@ import json
 import os
 import pickle
 import sqlite3
-import subprocess
 import sys
 import uuid
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+import forked
 import pytest
 from conftest import BACKENDS, make_index
 from crawling import ADDON, crawl
@@ -219,6 +219,7 @@ def _plant(index, base: str, ran: Path) -> None:
     index.add_url_evidence({"h\t\tparam\tview": (40, 0), "[1, 2]": (1, 1)}, 29)  # keys of no rule
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite", "redis"])
 def test_planted_rows_run_nothing_and_the_crawl_stores_its_pages(backend, tmp_path, request):
     ran = tmp_path / "ran"
@@ -247,6 +248,7 @@ def test_planted_rows_run_nothing_and_the_crawl_stores_its_pages(backend, tmp_pa
     assert "URL rules of index" in result["stderr"]  # the rows of no rule, said once
 
 
+@pytest.mark.slow(15)
 def test_a_crawl_of_urls_with_tabs_in_parameter_names_leaves_an_index_the_next_crawl_and_report_read(
     tmp_path,
 ):
@@ -263,7 +265,7 @@ def test_a_crawl_of_urls_with_tabs_in_parameter_names_leaves_an_index_the_next_c
     assert "could not be read" not in again["stderr"]  # the rules with tabs were read back
     stored = {parse_qs(urlsplit(item["url"]).query).get("id", [""])[0] for item in again["items"]}
     assert len(stored & {str(n) for n in range(40)}) >= 30  # (every one: the re-runs of issue 39)
-    report = subprocess.run(
+    report = forked.run(
         [
             sys.executable,
             "-m",

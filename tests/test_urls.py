@@ -121,6 +121,7 @@ def test_the_check_before_closing_draws_enough_to_catch_a_rule_changing_a_twenti
             assert math.comb(predicted - changed, drawn - 1) / math.comb(predicted, drawn - 1) > 0.01
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("late", LATE_KINDS)
 def test_a_variant_that_changes_only_the_last_pages_loses_none_of_them(tmp_path, late):
     """One variant (a parameter, the other host) changes the last four articles only, after its
@@ -177,6 +178,7 @@ def rules(db) -> dict[str, set[str]]:
 COUNT = 48
 
 
+@pytest.mark.slow(15)
 @pytest.mark.parametrize("concurrency, verify", [(1, 0.0), (16, None)])
 def test_a_crawl_skips_copies_before_their_download_and_fetches_every_page(tmp_path, concurrency, verify):
     """With the check before closing (the default), a site this small has most of what each rule
@@ -229,6 +231,7 @@ def seeded_index(db, rules: dict[str, str]) -> None:
             index.set_url_rule(rule, status, 0.0)
 
 
+@pytest.mark.slow
 def test_a_rule_met_by_a_counter_example_is_revoked_and_its_requests_are_fetched(tmp_path):
     """The view parameter adopted wrongly (it changes every fourth page): a predicted copy fetched
     to check it differs, the rule is revoked, and every request it skipped is fetched after all."""
@@ -255,6 +258,7 @@ def test_a_rule_met_by_a_counter_example_is_revoked_and_its_requests_are_fetched
         assert fetched_after >= con.execute(by_view).fetchone()[0]
 
 
+@pytest.mark.slow
 def test_requests_a_revoked_rule_skipped_before_a_kill_are_fetched_by_the_resumed_crawl(tmp_path):
     from scrapy import Request
 
@@ -274,6 +278,7 @@ def test_requests_a_revoked_rule_skipped_before_a_kill_are_fetched_by_the_resume
     assert result["stats"]["neardup/urls/revived"] == 1
 
 
+@pytest.mark.slow(15)
 def test_a_rerun_and_another_crawler_use_the_rules_the_index_holds(tmp_path, redis_url):
     prefix = f"urls:{uuid.uuid4().hex}"
     settings = {
@@ -384,6 +389,7 @@ def stored(result: dict) -> set[tuple]:
     }
 
 
+@pytest.mark.slow(15)
 @pytest.mark.parametrize("backend", ["sqlite", "redis"])
 def test_a_rerun_that_meets_a_copy_first_stores_every_page_again(tmp_path, backend, request):
     """The first crawl learns that tracking parameters change nothing; the re-run meets every
@@ -409,6 +415,7 @@ def test_a_rerun_that_meets_a_copy_first_stores_every_page_again(tmp_path, backe
     assert canonical[copies_first[1]] == f"{base}/a?id=1"  # the rules' clean URL
 
 
+@pytest.mark.slow(15)
 @pytest.mark.parametrize("backend", ["sqlite", "redis"])
 def test_tag_mode_skips_nothing_and_reports_what_the_rules_would_skip(tmp_path, backend, request):
     db = tmp_path / "tag.sqlite"
@@ -449,6 +456,7 @@ def test_tag_mode_skips_nothing_and_reports_what_the_rules_would_skip(tmp_path, 
     assert 'id="nd-would-skip"' in page and 'id="nd-skipped"' not in page
 
 
+@pytest.mark.slow(15)
 def test_sqlite_and_redis_indexes_learn_the_same_rules_at_the_same_pages(tmp_path, redis_url):
     """One request at a time, each page decided before the next download (ignore mode waits for the
     verdict in the downloader), none explored or checked: a crawl is the same on any index, the rules
