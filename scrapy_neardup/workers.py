@@ -16,6 +16,7 @@ import logging
 import os
 import re
 import sys
+from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from functools import partial
@@ -140,12 +141,16 @@ class WorkerPool:
         self._warming: list[asyncio.Future] = []  # each worker's first page: imports the extractor
         self._inflight: set[asyncio.Future] = set()
         self._slots = asyncio.Semaphore(max(1, size))  # replaced with each new pool
+        self.stopping: Callable[[], bool] = lambda: False  # the crawl is told to stop (SIGTERM)
 
     async def fingerprint(
         self, body: bytes | str, content_type: str | None, extractor: str | None, raw: int | None = None
     ) -> Fingerprint:
         """The page's fingerprint, from a worker when there is a pool; ``raw``: its body's hash."""
         raw = raw if raw is not None else raw_hash(body)
+        if self.stopping():  # the pages still waiting would hold a graceful stop for their extraction
+            detail = "the crawl was stopping (SIGTERM): passed on unjudged"
+            return Fingerprint(skip_reason="shutdown", skip_detail=detail, raw_hash=raw)
         config = self.config
         work = partial(fingerprint_job, body, config, content_type=content_type, extractor=extractor, raw=raw)
         self._pages += 1

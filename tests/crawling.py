@@ -99,9 +99,9 @@ def expected(kind: str) -> set[str]:
 def stats_match_truth(stats: dict) -> None:
     assert stats.get("neardup/duplicates/exact") == 2
     assert stats.get("neardup/duplicates/near") == 3
-    assert stats.get("neardup/skipped/empty") == 1
-    assert stats.get("neardup/skipped/not_html") == 2
-    assert stats.get("neardup/skipped/too_short") == 1
+    assert stats.get("neardup/unjudged/empty") == 1
+    assert stats.get("neardup/unjudged/not_html") == 2
+    assert stats.get("neardup/unjudged/too_short") == 1
 
 
 def without_root_override() -> list[str]:

@@ -66,7 +66,7 @@ def test_a_full_disk_passes_every_page_on_and_says_so_once(tmp_path, site):
     result = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_INDEX": str(db)}, index_pages_left=3)
     stats = result["stats"]
     assert stats["finish_reason"] == "finished"
-    assert stats["neardup/skipped/error"] >= 5
+    assert stats["neardup/unjudged/error"] >= 5
     # Every HTML page reached the feed: what could not be judged was let through.
     assert expected("unique") <= {path_of(item["url"]) for item in result["items"]}
     errors = [line for line in result["stderr"].splitlines() if "ERROR" in line and "scrapy-neardup" in line]
@@ -120,10 +120,10 @@ def test_a_pathological_page_is_skipped_and_the_crawl_goes_on(tmp_path, workers)
     with serve(root) as url:
         result = crawl(tmp_path, [url + "/"], settings)
     stats = result["stats"]
-    assert stats.get("neardup/skipped/pathological") == 1, {k: v for k, v in stats.items() if "neardup" in k}
+    assert stats.get("neardup/unjudged/pathological") == 1, {k: v for k, v in stats.items() if "neardup" in k}
     assert {path_of(item["url"]) for item in result["items"]} >= {"/crowded.html", "/long.html", "/ok.html"}
     if workers:
-        assert stats["neardup/skipped/timeout"] == 1
+        assert stats["neardup/unjudged/timeout"] == 1
     with sqlite3.connect(tmp_path / "p.db") as con:
         ok = con.execute("SELECT status FROM documents WHERE url LIKE '%/ok.html'").fetchone()
     assert ok == ("unique",)

@@ -131,7 +131,7 @@ def test_the_middleware_passes_what_it_does_not_judge(tmp_path, reason):
     pipeline = NearDupPipeline.from_crawler(crawler)
     request, response = unjudged(reason)
     assert run(middleware.process_response(request, response)) is response
-    assert crawler.stats.get_value(f"neardup/skipped/{reason}") == 1
+    assert crawler.stats.get_value(f"neardup/unjudged/{reason}") == 1
     assert crawler.stats.get_value("neardup/checked") is None
     # Only an opted-out page's items skip the pipeline's own check.
     entry = {"url": "http://x/1", "text": OTHER.decode()}
@@ -161,7 +161,7 @@ def test_items_of_a_json_response_are_judged_from_their_field(tmp_path):
         run(pipeline.process_item(first))
     assert run(pipeline.process_item(second)) is second
     assert crawler.stats.get_value("neardup/checked") == 3
-    assert crawler.stats.get_value("neardup/skipped/not_html") == 1
+    assert crawler.stats.get_value("neardup/unjudged/not_html") == 1
 
 
 def test_an_empty_page_is_recorded_not_judged_and_met_again_it_is_a_copy(tmp_path):
@@ -170,7 +170,7 @@ def test_an_empty_page_is_recorded_not_judged_and_met_again_it_is_a_copy(tmp_pat
     for _ in range(2):
         request, response = respond("http://a.example/x", b"   ")
         assert run(middleware.process_response(request, response)) is response
-    assert crawler.stats.get_value("neardup/skipped/empty") == 1
+    assert crawler.stats.get_value("neardup/unjudged/empty") == 1
     assert crawler.stats.get_value("neardup/duplicates/url") == 1
     assert crawler.stats.get_value("neardup/checked") == 2
 
@@ -218,7 +218,7 @@ def test_the_pipeline_judges_items_by_themselves(tmp_path):
         run(pipeline.process_item({"url": "http://api.example/2", "text": OTHER.decode()}))
     nothing = {"url": "http://api.example/3", "title": "no content field"}
     assert run(pipeline.process_item(nothing)) is nothing
-    assert crawler.stats.get_value("neardup/skipped/no_content") == 1
+    assert crawler.stats.get_value("neardup/unjudged/no_content") == 1
 
 
 def test_items_without_a_content_field_are_named_once(tmp_path, caplog):

@@ -139,7 +139,7 @@ def test_neardup_skip_meta_bypasses_the_check(tmp_path, site):
     db = tmp_path / "skip.sqlite"
     result = crawl(tmp_path, [site + "/"], {**ADDON, "NEARDUP_INDEX": str(db)}, skip_pattern="/mirror/")
     assert "/mirror/footbridge.html" in {path_of(u) for u in result["parsed"]}
-    assert result["stats"]["neardup/skipped/opted_out"] == 1
+    assert result["stats"]["neardup/unjudged/opted_out"] == 1
     assert result["stats"]["neardup/duplicates/exact"] == 1  # the tracking-parameter copy only
     # The opted-out page's item is not judged by the pipeline either: it reaches the feed.
     assert "/mirror/footbridge.html" in {path_of(item["url"]) for item in result["items"]}
@@ -150,7 +150,7 @@ def test_neardup_skip_meta_bypasses_the_check(tmp_path, site):
 def test_non_html_responses_pass_untouched(tmp_path, site):
     result = crawl(tmp_path, [site + "/files/report.pdf", site + "/files/data.json"], {**ADDON})
     assert sorted(map(path_of, result["parsed"])) == ["/files/data.json", "/files/report.pdf"]
-    assert result["stats"]["neardup/skipped/not_html"] == 2
+    assert result["stats"]["neardup/unjudged/not_html"] == 2
     assert "neardup/checked" not in result["stats"]
     # Without NEARDUP_INDEX or JOBDIR the index is the project's data folder, one file per spider.
     assert (tmp_path / ".scrapy" / "neardup" / "site.sqlite").exists()
@@ -459,4 +459,4 @@ def test_a_failing_index_passes_pages_on_unjudged(tmp_path):
     request = Request("http://example.com/a")
     response = HtmlResponse(request.url, body=body, request=request)
     assert asyncio.run(middleware.process_response(request, response)) is response
-    assert crawler.stats.get_value("neardup/skipped/error") == 1
+    assert crawler.stats.get_value("neardup/unjudged/error") == 1

@@ -19,7 +19,7 @@ README = ROOT / "README.md"
 README_MAX_LINES = 260
 
 SETTING = re.compile(r"NEARDUP_[A-Z][A-Z_]*[A-Z]")
-# A whole stat key in the text: not a path (".scrapy/neardup/x"), nor a pattern ("neardup/skipped/<x>").
+# A whole stat key in the text: not a path (".scrapy/neardup/x"), nor a pattern ("neardup/unjudged/<x>").
 STAT = re.compile(r"(?<![\w./])neardup/[a-z_]+(?:/[a-z_]+)*(?![\w/{<])")
 
 
@@ -157,7 +157,7 @@ def _local_strings(function: ast.AST, name: str) -> set[str]:
 def stat_keys() -> set[str]:
     """Every stat key the package sets: the literal ones, and each f-string key spelled out.
 
-    ``neardup/skipped/{reason}`` gives one key a skip reason; ``neardup/{outcome.value}`` one key an
+    ``neardup/unjudged/{reason}`` gives one key a skip reason; ``neardup/{outcome.value}`` one key an
     ``Outcome`` (what ``acted`` counts); any other placeholder, the strings assigned to it in its
     function. A new kind of f-string key fails here until this test knows it.
     """
@@ -175,7 +175,7 @@ def stat_keys() -> set[str]:
                 if len(node.values) != 2 or not isinstance(node.values[1], ast.FormattedValue):
                     pytest.fail(f"stat key of an unknown shape in {function.name}: {ast.unparse(node)}")
                 prefix, slot = head.value, node.values[1].value
-                if prefix == "neardup/skipped/":
+                if prefix == "neardup/unjudged/":
                     values = skip_reasons()
                 elif prefix == "neardup/":
                     values = {outcome.value for outcome in Outcome}
@@ -192,7 +192,7 @@ def stat_keys() -> set[str]:
 def test_stats_reference_documents_every_stat():
     reference = documented("stats.md")
     keys = stat_keys()
-    expected = {"neardup/checked", "neardup/duplicates/near", "neardup/dropped", "neardup/skipped/too_short"}
+    expected = {"neardup/checked", "neardup/duplicates/near", "neardup/dropped", "neardup/unjudged/too_short"}
     assert expected <= keys  # the scan of the code works
     missing = sorted(key for key in keys if f"`{key}`" not in reference)
     assert not missing, f"docs/stats.md does not document {missing}"

@@ -80,5 +80,5 @@ def test_a_locked_index_delays_verdicts_not_downloads(tmp_path):
     stats = json.loads(out.read_text())["stats"]
     items = [json.loads(line) for line in feed.read_text().splitlines()]
     assert len(items) == PAGES + 1 and stats["neardup/checked"] == PAGES + 1  # every page checked, kept
-    assert "neardup/skipped/error" not in stats and stats.get("neardup/skipped/too_short") == 1  # the list
+    assert "neardup/unjudged/error" not in stats and stats.get("neardup/unjudged/too_short") == 1  # the list
     assert stats["neardup/waited/max_ms"] >= 3000  # the pages waited for their verdicts

@@ -52,9 +52,9 @@ class NearDupDownloaderMiddleware:
     Meta keys read: ``neardup_skip`` (True: pass the response untouched, unjudged, and its
     items too). Log line (DEBUG, once unless ``NEARDUP_DEBUG``): ``Ignored near-duplicate
     <url> of <url> (<method>, similarity <s>)``, ``Tagged ...`` in tag mode. Non-HTML and error
-    responses pass untouched and count as ``neardup/skipped/<reason>``; their items are judged
+    responses pass untouched and count as ``neardup/unjudged/<reason>``; their items are judged
     by the pipeline from their content field. An empty or too short page passes, recorded as
-    not judged (``neardup/skipped/empty``, ``too_short``).
+    not judged (``neardup/unjudged/empty``, ``too_short``).
     """
 
     def __init__(self, session: CrawlSession) -> None:
@@ -77,7 +77,7 @@ class NearDupDownloaderMiddleware:
         session = self.session
         reason = self.skip_reason(request, response)
         if reason:
-            session.skipped(reason)
+            session.unjudged(reason)
             spawn(session.recovery.fetched(request))
             if reason == "opted_out":  # nor are the page's items judged by the pipeline
                 request.meta[PAGE_VERDICT] = Verdict(response.url, None, False, skip_reason=reason)

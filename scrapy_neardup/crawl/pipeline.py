@@ -48,7 +48,7 @@ class NearDupPipeline:
     ``DropItem``, logged at DEBUG) for a sure duplicate; tag mode, and a match under
     ``NEARDUP_DROP_ABOVE``, store the verdict dict in ``NEARDUP_TAG_FIELD`` (default
     ``neardup``). Items with neither a known page nor a content field pass unchanged and
-    count as ``neardup/skipped/no_content`` (the first one logs a warning naming
+    count as ``neardup/unjudged/no_content`` (the first one logs a warning naming
     ``NEARDUP_ITEM_FIELD``).
     """
 
@@ -70,7 +70,7 @@ class NearDupPipeline:
         if own:
             content = self._content(adapter)
             if content is None:
-                session.skipped("no_content")
+                session.unjudged("no_content")
                 self._warn_no_content(adapter)
                 return item
             self._items += 1
@@ -110,7 +110,7 @@ class NearDupPipeline:
         fields = ", ".join(map(str, adapter.keys())) or "none"
         logger.warning(
             "scrapy-neardup: an item of %s has no content field (tried %s; it has %s): such items pass "
-            "unjudged (neardup/skipped/no_content). Set NEARDUP_ITEM_FIELD to the field that holds "
+            "unjudged (neardup/unjudged/no_content). Set NEARDUP_ITEM_FIELD to the field that holds "
             "their HTML or text", type(adapter.item).__name__, tried, fields,
         )  # fmt: skip
 

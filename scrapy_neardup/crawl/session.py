@@ -175,12 +175,12 @@ class CrawlSession:
         """Judge one page on the road, and count it.
 
         A failure here (a full disk, a broken worker) must not cost the page: it is logged,
-        counted as ``neardup/skipped/error`` and passed on unjudged.
+        counted as ``neardup/unjudged/error`` and passed on unjudged.
         """
         try:
             verdict = await self.detector.judge(page)
         except Exception as exc:
-            self.skipped("error")
+            self.unjudged("error")
             self._failed(page.url, exc)
             return Verdict(page.url, None, False, skip_reason="error")
         if self.urls is not None and not page.item:
@@ -209,7 +209,7 @@ class CrawlSession:
         )
         logger.error(
             "scrapy-neardup: could not judge %s (%s): %s. Pages pass on unjudged meanwhile, counted as "
-            "neardup/skipped/error; the same failure is logged again only at DEBUG",
+            "neardup/unjudged/error; the same failure is logged again only at DEBUG",
             url, one_line(text), advice, exc_info=not storage,
         )  # fmt: skip
 
@@ -258,7 +258,7 @@ class CrawlSession:
             kind = verdict.method if verdict.method in ("exact", SAME_URL) else "near"
             self.stats.inc_value(f"neardup/duplicates/{kind}")
         elif not verdict.judged:
-            self.skipped(verdict.skip_reason or "unknown")
+            self.unjudged(verdict.skip_reason or "unknown")
         if verdict.revisit:
             self.stats.inc_value("neardup/revisits")
             if verdict.revisit == "changed":
@@ -270,8 +270,8 @@ class CrawlSession:
                 "(its item may not have been stored)", verdict.url, verdict.duplicate_of_url,
             )  # fmt: skip
 
-    def skipped(self, reason: str) -> None:
-        self.stats.inc_value(f"neardup/skipped/{reason}")
+    def unjudged(self, reason: str) -> None:
+        self.stats.inc_value(f"neardup/unjudged/{reason}")
 
     def acted(self, verdict: Verdict, outcome: Outcome) -> None:
         """Count what became of a page or an item, and log it at DEBUG, once unless NEARDUP_DEBUG."""
@@ -343,6 +343,9 @@ class CrawlSession:
     # --- the run: its heartbeat, and its close ------------------------------------------
 
     def spider_opened(self, spider: Any = None) -> None:
+        crawler = self.crawler
+        if crawler is not None and crawler.crawling:  # Crawler.stop (SIGTERM) turns it off
+            self.detector.workers.stopping = lambda: not crawler.crawling
         self.recovery.beat_now()  # shows the run alive, claims what dead runs left; then every BEAT_EVERY s
         self._heart = task.LoopingCall(lambda: deferred_from_coro(self.recovery.beat()))
         self._heart.start(BEAT_EVERY, now=False)

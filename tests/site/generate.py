@@ -371,7 +371,7 @@ def write_truth(truth: dict[str, dict[str, str]]) -> None:
     doc = {
         "description": "Expected outcome of each URL of tests/site (paths relative to the server root; the "
         "crawl starts at /). expect: unique | duplicate (of: the original; match: exact or near) | skipped "
-        "(reason: the neardup/skipped/<reason> stat). Every copy is linked only from its original's page.",
+        "(reason: the neardup/unjudged/<reason> stat). Every copy is linked only from its original's page.",
         "pages": truth,
     }
     (SITE / "truth.json").write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
