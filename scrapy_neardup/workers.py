@@ -20,7 +20,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from functools import partial
-from multiprocessing import get_context
+from multiprocessing import get_context, resource_tracker
 from pathlib import Path
 
 from .config import DedupConfig, load_method_modules
@@ -262,6 +262,7 @@ class WorkerPool:
                 return None
             # Its workers end with the crawl, even a killed one (``end_with_parent``).
             spawn, parent = get_context("spawn"), (os.getpid(),)
+            _quiet_resource_tracker()
             self._pool = ProcessPoolExecutor(self.size, spawn, initializer=start_worker, initargs=parent)
             self._slots = asyncio.Semaphore(self.size)
             self._warming = [self._waiter(self._pool.submit(warm_up, self.config)) for _ in range(self.size)]
@@ -272,3 +273,16 @@ class WorkerPool:
             self.look_at_memory()
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+
+
+def _quiet_resource_tracker() -> None:
+    """After a SIGKILL, multiprocessing's resource tracker removes the pool's semaphores and
+    warns on stderr that they "leaked": expected after a kill, not a fault. The tracker takes
+    its warning filters from ``sys.warnoptions`` when it starts, so it is started here with
+    that warning ignored; the crawl's own filters are left as they were."""
+    saved = list(sys.warnoptions)
+    sys.warnoptions.append("ignore:resource_tracker:UserWarning")
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        sys.warnoptions[:] = saved

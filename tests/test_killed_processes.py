@@ -87,6 +87,7 @@ def test_a_killed_crawl_leaves_no_worker_nor_resource_tracker(tmp_path):
     assert busy, (tmp_path / "crawl.log").read_text()[-2000:]
     assert sum("resource_tracker" in p for p in before) == 1 and len(before) == 4, before
     assert left == []
+    assert "leaked semaphore" not in (tmp_path / "crawl.log").read_text()  # removed, without a word
 
 
 def test_a_killed_scan_leaves_no_worker_nor_resource_tracker(tmp_path):
@@ -103,6 +104,7 @@ def test_a_killed_scan_leaves_no_worker_nor_resource_tracker(tmp_path):
     assert busy, (tmp_path / "scan.log").read_text()[-2000:]
     assert sum("spawn_main" in p for p in before) == 2, before
     assert left == []
+    assert "leaked semaphore" not in (tmp_path / "scan.log").read_text()
 
 
 @pytest.mark.parametrize("death_signal", [True, False])
