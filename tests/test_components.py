@@ -221,6 +221,42 @@ def test_the_pipeline_judges_items_by_themselves(tmp_path):
     assert crawler.stats.get_value("neardup/unjudged/no_content") == 1
 
 
+def _api_item_then_its_page(crawler) -> tuple[dict, dict]:
+    """An API item carrying the article's web URL and its text, then the HTML page of that URL:
+    what the pipeline and the spider middleware pass on of each."""
+    middleware = NearDupDownloaderMiddleware.from_crawler(crawler)
+    spider_middleware = NearDupSpiderMiddleware.from_crawler(crawler)
+    pipeline = NearDupPipeline.from_crawler(crawler)
+    url = "http://a.example/library"
+    text = HtmlResponse(url, body=ARTICLE).xpath("string(//article)").get()
+    outcome: dict = {}
+    try:
+        outcome["api"] = run(pipeline.process_item({"url": url, "text": text}))
+    except NearDuplicateItem:
+        outcome["api"] = None
+    request, response = respond(url, ARTICLE)
+    run(middleware.process_response(request, response))
+    (item,) = outputs(spider_middleware, response, [{"url": url, "html": response.text}])
+    try:
+        outcome["page"] = run(pipeline.process_item(item))
+    except NearDuplicateItem:
+        outcome["page"] = None
+    middleware.session.spider_closed(crawler.spider)
+    return outcome, response.meta.get("neardup") or {}
+
+
+def test_an_api_item_and_the_page_of_its_url_are_stored_once_a_crawl(tmp_path):
+    """One crawl stores a content once: the page of a URL an item already carried is a copy of
+    it (not a revisit), and a re-run meets both as revisits of what the first stored."""
+    first, verdict = _api_item_then_its_page(make_crawler(tmp_path))
+    assert first["api"] is not None and first["page"] is None  # the item stored, the page dropped
+    assert verdict["duplicate"] and verdict["method"] == "url"
+    crawler = make_crawler(tmp_path)
+    again, verdict = _api_item_then_its_page(crawler)
+    assert again["api"] is not None and again["page"] is None  # the re-run stores it once again
+    assert crawler.stats.get_value("neardup/revisits") >= 1
+
+
 def test_items_without_a_content_field_are_named_once(tmp_path, caplog):
     pipeline = NearDupPipeline.from_crawler(make_crawler(tmp_path))
     for n in range(3):

@@ -40,8 +40,10 @@ logger = logging.getLogger(__name__)
 
 
 def conflicts() -> tuple[type[Exception], ...]:
-    """The errors that mean another transaction got in the way: the check is made again."""
-    return (errors.SerializationFailure, errors.DeadlockDetected, errors.LockNotAvailable)
+    """The errors that mean another transaction got in the way: the check is made again. Out of
+    shared memory: the server's lock table (``max_locks_per_transaction``) is full of the locks
+    of other checks of large pages, until they end."""
+    return (errors.SerializationFailure, errors.DeadlockDetected, errors.LockNotAvailable, errors.OutOfMemory)
 
 
 class Session:
