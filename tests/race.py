@@ -34,10 +34,12 @@ def _check_all(opened, url: str, prefix: str, process: int, seed: int, barrier, 
         results.put([(page_url, detector.check(page_url, text).duplicate) for page_url, text in pages])
 
 
-def together(target, arguments: list[tuple]) -> list:
+def together(target, arguments: list[tuple], start: str = "fork") -> list:
     """``target(*args, barrier, results)`` in a process for each of ``arguments``, started at once
-    (a barrier); every list each put on ``results``, joined."""
-    ctx = multiprocessing.get_context("fork")
+    (a barrier); every list each put on ``results``, joined. ``start="spawn"`` for a target that
+    opens an index file: a forked child inherits the locks of this process's threads (an index
+    an earlier test left open), and may wait on one forever."""
+    ctx = multiprocessing.get_context(start)
     barrier, results = ctx.Barrier(len(arguments)), ctx.Queue()
     workers = [ctx.Process(target=target, args=(*args, barrier, results)) for args in arguments]
     for worker in workers:

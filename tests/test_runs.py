@@ -3,7 +3,9 @@ for all, and what it admitted is claimed once and fetched again (every shared ba
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
+from pathlib import Path
 
 import pytest
 from race import GROUPS, together
@@ -19,19 +21,31 @@ DEAD_PID = 2**22 + 12345  # beyond pid_max's default: no process has it
 SHARED = ("sqlite", "redis", "postgres")
 
 
-def _opener(backend: str, tmp_path, request):
-    """A function opening the same new index again and again (as crawlers on many machines do)."""
+@dataclasses.dataclass(frozen=True)
+class Opener:
+    """Opens the same new index again and again (as crawlers on many machines do); picklable, so
+    that a process of its own can open it too."""
+
+    backend: str
+    where: str
+    prefix: str = ""
+
+    def __call__(self):
+        if self.backend == "sqlite":
+            return SQLiteIndex(Path(self.where), CONFIG)
+        if self.backend == "redis":
+            from scrapy_neardup.index.engines.redis import RedisIndex
+
+            return RedisIndex(self.where, CONFIG, prefix=self.prefix)
+        from scrapy_neardup.index.engines.postgres import PostgresIndex
+
+        return PostgresIndex(self.where, CONFIG, prefix=self.prefix)
+
+
+def _opener(backend: str, tmp_path, request) -> Opener:
     if backend == "sqlite":
-        return lambda: SQLiteIndex(tmp_path / "shared.sqlite", CONFIG)
-    url = request.getfixturevalue(f"{backend}_url")
-    prefix = f"runs_{uuid.uuid4().hex}"
-    if backend == "redis":
-        from scrapy_neardup.index.engines.redis import RedisIndex
-
-        return lambda: RedisIndex(url, CONFIG, prefix=prefix)
-    from scrapy_neardup.index.engines.postgres import PostgresIndex
-
-    return lambda: PostgresIndex(url, CONFIG, prefix=prefix)
+        return Opener(backend, str(tmp_path / "shared.sqlite"))
+    return Opener(backend, request.getfixturevalue(f"{backend}_url"), f"runs_{uuid.uuid4().hex}")
 
 
 @pytest.fixture(params=SHARED)
@@ -164,7 +178,7 @@ def test_four_processes_claiming_skipped_requests_take_each_once(backend, tmp_pa
     index = opened()
     ids = [index.add_url_skip(["rule"], f"http://h/{n}?sid=1", f"http://h/{n}", b"{}") for n in range(40)]
     index.close()
-    claimed = together(_claim_share, [(opened, ids)] * 4)
+    claimed = together(_claim_share, [(opened, ids)] * 4, start="spawn")  # no thread of this one's
     assert sorted(claimed) == ids  # every one claimed, none twice
     index = opened()
     assert index.url_skips(["rule"]) == [] and index.claim_url_skips(ids) == []
