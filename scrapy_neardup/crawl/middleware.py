@@ -34,10 +34,10 @@ class NearDupDownloaderMiddleware:
     with a 2xx status is fingerprinted and checked against the index in one atomic step;
     the index records it either way. The check runs beside the crawl: the response leaves
     the downloader at once, and NearDupSpiderMiddleware waits for the verdict before the
-    spider's callback runs (so downloads go on while the index is slow or locked; the pages
-    waiting are bounded by Scrapy's ``SCRAPER_SLOT_MAX_ACTIVE_SIZE``, 5 MB of responses by
-    default, and counted as ``neardup/waited/*``). In ignore mode, or without that middleware
-    or the asyncio reactor, this middleware waits for it. With ``NEARDUP_ACTION = "drop"`` (the default) a
+    spider's callback runs (so downloads go on while the index is slow or locked; at most
+    ``NEARDUP_MAX_WAITING`` pages wait, then a response keeps its download slot until there is
+    room; counted as ``neardup/waited/*``). In ignore mode, or without that middleware or the
+    asyncio reactor, this middleware waits for it. With ``NEARDUP_ACTION = "drop"`` (the default) a
     near-duplicate still reaches the spider, so its links are followed, and the items it
     yields are dropped by NearDupPipeline; ``request.meta["neardup"]`` holds its verdict as
     a plain dict. With ``"ignore"`` it raises ``IgnoreRequest("near-duplicate of <url>")``:
