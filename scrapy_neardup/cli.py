@@ -231,11 +231,8 @@ def crawl_decision(
             "why": why if policy.drop_above > 0 else f"{why} (a bar of 0 drops every match)",
         }
     if verdict.weak:
-        why = (
-            "a weak match: SpotSigs over few spots, texts of unequal length, or with comments on a page"
-            " of many more words, pass at any similarity"
-        )
-        return {"decision": "uncertain", "why": why}
+        reasons = "; ".join(result.results[result.method].weak_why) or "thin evidence"
+        return {"decision": "uncertain", "why": f"a weak match, passed at any similarity: {reasons}"}
     return {"decision": "uncertain", "why": f"{similarity} under {bar}"}
 
 

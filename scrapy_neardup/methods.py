@@ -110,6 +110,7 @@ class MethodResult:
     threshold: str
     duplicate: bool
     weak: bool = False
+    weak_why: tuple[str, ...] = ()  # what makes the match weak, said to a user (``compare``)
 
 
 @dataclass(frozen=True)
@@ -257,7 +258,13 @@ def _spotsigs_result(a: Fingerprint, b: Fingerprint, config: Config) -> MethodRe
     # copy for sure: a comment view of a long article is near it by every measure.
     commented = config.comments and abs(a.token_count - b.token_count) >= COMMENT_WORDS
     weak = duplicate and (few or bar > tau or commented)
-    return MethodResult("spotsigs", sim, sim, f"{sim:.3f} Jaccard", threshold, duplicate, weak)
+    why = [
+        f"few spots ({small}, under {least}, and SimHash {distance} bits apart)" if few else "",
+        f"texts of unequal length ({a.token_count} and {b.token_count} tokens)" if bar > tau else "",
+        f"comments: {abs(a.token_count - b.token_count)} words apart" if commented else "",
+    ]
+    why_weak = tuple(w for w in why if weak and w)
+    return MethodResult("spotsigs", sim, sim, f"{sim:.3f} Jaccard", threshold, duplicate, weak, why_weak)
 
 
 SPOTSIGS = Method(

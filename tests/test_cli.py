@@ -102,3 +102,17 @@ def test_console_script_is_installed(pages):
     out = subprocess.run([str(exe), "compare", str(pages["a"]), str(pages["other"]), "--json"],
                          capture_output=True, text=True, check=False)  # fmt: skip
     assert json.loads(out.stdout)["duplicate"] is False and out.returncode == 1
+
+
+def test_compare_names_what_makes_a_match_uncertain(tmp_path, capsys):
+    """A text and its first two thirds match (at an uneven bar of 0.6), but over texts of unequal
+    length: the crawl lets it through, and compare says that is why."""
+    words = [f"word{i} the sentence{i % 7} is here" for i in range(300)]
+    whole, part = tmp_path / "whole.txt", tmp_path / "part.txt"
+    whole.write_text(" ".join(words))
+    part.write_text(" ".join(words[:200]))
+    flags = ("--methods", "spotsigs", "--spotsigs-threshold", "0.5", "--spotsigs-uneven-threshold", "0.6")
+    result = run_json(capsys, str(whole), str(part), *flags)
+    assert result["duplicate"] is True
+    assert result["crawl"]["decision"] == "uncertain"
+    assert "texts of unequal length (1500 and 1000 tokens)" in result["crawl"]["why"]
