@@ -560,3 +560,19 @@ def test_the_requests_kept_for_the_check_are_a_bounded_uniform_sample():
     assert met == 20_000 and len(sample) == checks_needed(10**9) == 90
     late = sum(int(s.url.split("id=")[1].split("&")[0]) >= 10_000 for s in sample)
     assert 25 <= late <= 65  # about half (binomial, 90 draws: outside this range once in 10^4)
+
+
+def test_the_report_folds_refused_rules_away():
+    """Refused rules (most of them a site's own page names) sit in a closed <details> below the
+    rules that matter, so that the table shows what the crawl adopted or revoked."""
+    from scrapy_neardup.report.url_rules import UrlRuleRow, url_rules_html
+
+    def row(status: str, name: str) -> UrlRuleRow:
+        kind = SEGMENT if status == "refused" else PARAM
+        return UrlRuleRow(status, kind, name, "http://x", "", 30, 0, 0.1, 5, 0)
+
+    rows = [row("adopted", "utm_source")] + [row("refused", f"story-{n}") for n in range(60)]
+    page = url_rules_html(rows)
+    table, folded = page.split("<details>")
+    assert "utm_source" in table and "story-" not in table
+    assert "<summary>60 refused rules" in folded and folded.count("story-") == 60

@@ -127,7 +127,6 @@ def url_rules_html(rows: list[UrlRuleRow], skips: list[SkippedRow] = ()) -> str:
     """The rules section: what each rule says, on what evidence, and what it skipped."""
     if not rows:
         return ""
-    esc = html.escape
     skipped = sum(s.skipped for s in skips)
     adopted = sum(r.status == "adopted" for r in rows)
     parts = [
@@ -137,12 +136,35 @@ def url_rules_html(rows: list[UrlRuleRow], skips: list[SkippedRow] = ()) -> str:
         f"its pages of the same content bound the share of pages it changes under {MAX_ERROR:.0%} "
         f"({CONFIDENCE:.0%} confidence) with no counter-example; one counter-example revokes it and "
         "schedules again what it skipped.</p>",
+    ]
+    kept = [r for r in rows if r.status != "refused"]
+    refused = [r for r in rows if r.status == "refused"]
+    shown = min(len(kept), SHOWN)
+    parts.append(_rules_table(kept[:shown]))
+    if refused:  # folded away: differences that change pages, most of them a site's article slugs
+        parts.append(
+            f"<details><summary>{len(refused):,} refused rules: their differences change pages "
+            "(most are a site's own page names)</summary>"
+            + _rules_table(refused[: max(0, SHOWN - shown)])
+            + "</details>"
+        )
+    if len(rows) > SHOWN:
+        parts.append(f'<p class="note">{len(rows) - SHOWN:,} more rules in the JSON report.</p>')
+    parts.append(skipped_html([s for s in skips if s.skipped]))
+    parts.append(skipped_html([s for s in skips if not s.skipped], would=True))
+    return "\n".join(parts)
+
+
+def _rules_table(rows: list[UrlRuleRow]) -> str:
+    """Rules as a table: status, difference, where, evidence, and what each skipped."""
+    esc = html.escape
+    parts = [
         '<table class="rules"><thead><tr><th>status</th><th>difference</th><th>where</th>'
         '<th class="num">same content</th><th class="num">counter-examples</th>'
         '<th class="num">error bound</th><th class="num">skipped</th><th class="num">scheduled again</th>'
         "</tr></thead><tbody>",
     ]
-    for r in rows[:SHOWN]:
+    for r in rows:
         what = "host names" if r.kind == HOST else r.kind
         name = r.name.replace(" ", " = ") if r.kind == HOST else r.name
         where = "all hosts" if r.kind == HOST else r.host + ("/" + r.section + "/" if r.section else "")
@@ -154,11 +176,7 @@ def url_rules_html(rows: list[UrlRuleRow], skips: list[SkippedRow] = ()) -> str:
             f'<td class="num">{r.revived:,}</td></tr>'
         )
     parts.append("</tbody></table>")
-    if len(rows) > SHOWN:
-        parts.append(f'<p class="note">{len(rows) - SHOWN:,} more rules in the JSON report.</p>')
-    parts.append(skipped_html([s for s in skips if s.skipped]))
-    parts.append(skipped_html([s for s in skips if not s.skipped], would=True))
-    return "\n".join(parts)
+    return "".join(parts)
 
 
 def skipped_html(skips: list[SkippedRow], would: bool = False) -> str:
