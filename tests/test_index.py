@@ -759,8 +759,11 @@ def _open_and_check(path: str, text: str, barrier, results) -> None:
         results.put(repr(exc))
 
 
+@pytest.mark.slow(15)
 def test_processes_creating_one_new_index_at_once(tmp_path):
-    ctx = multiprocessing.get_context("fork")
+    # Spawned, not forked: a forked child inherits SQLite's locks as this process's threads held
+    # them (the checkpoints of indexes earlier tests left open), and may wait on one forever.
+    ctx = multiprocessing.get_context("spawn")
     text = " ".join(f"the word{i} is here and the other{i} was there" for i in range(30))
     for round_ in range(5):
         path = str(tmp_path / f"new-{round_}.db")
