@@ -154,3 +154,14 @@ def crawl_and_rerun_on(tmp_path: Path, site: str, index: str) -> None:
     assert again["stats"].get("neardup/revisits") == 13  # every judged page, as on SQLite (test_revisits)
     assert again["stats"].get("neardup/dropped") == first["stats"]["neardup/dropped"] == 5
     assert sorted(item["url"] for item in again["items"]) == sorted(item["url"] for item in first["items"])
+
+
+def documents_in(db: Path) -> int:
+    """Pages an index file holds, read without a lock (0 while it does not exist yet)."""
+    import sqlite3
+
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
+            return con.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
+    except sqlite3.Error:
+        return 0

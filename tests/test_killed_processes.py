@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from crawling import long_page, serve
+from crawling import documents_in, long_page, serve
 
 PROJECT = Path(__file__).resolve().parents[1] / "example_project"
 
@@ -81,7 +81,7 @@ def test_a_killed_crawl_leaves_no_worker_nor_resource_tracker(tmp_path):
             crawl = subprocess.Popen(command, cwd=PROJECT, start_new_session=True, stdout=log, stderr=log)
         # Two workers start, and then work on the slow pages.
         started = wait_for(lambda: sum("spawn_main" in p for p in in_session(crawl.pid)) == 2, 60)
-        busy = started and wait_for(lambda: _documents(tmp_path / "i.db") >= 3, 60)
+        busy = started and wait_for(lambda: documents_in(tmp_path / "i.db") >= 3, 60)
         before = in_session(crawl.pid)
         left = kill_and_look(crawl)
     assert busy, (tmp_path / "crawl.log").read_text()[-2000:]
@@ -98,7 +98,7 @@ def test_a_killed_scan_leaves_no_worker_nor_resource_tracker(tmp_path):
         scan = subprocess.Popen(
             [*command, "--workers", "2", "--batch", "2"], start_new_session=True, stdout=log, stderr=log
         )
-    busy = wait_for(lambda: _documents(db) >= 2, 60)
+    busy = wait_for(lambda: documents_in(db) >= 2, 60)
     before = in_session(scan.pid)
     left = kill_and_look(scan)
     assert busy, (tmp_path / "scan.log").read_text()[-2000:]
@@ -126,13 +126,3 @@ def test_a_worker_ends_with_its_parent_by_the_signal_or_by_its_check(death_signa
         assert process.stdout.readline().strip() == "ready"
     assert len(in_session(process.pid)) == 2
     assert kill_and_look(process) == []
-
-
-def _documents(db: Path) -> int:
-    import sqlite3
-
-    try:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
-            return con.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
-    except sqlite3.Error:
-        return 0

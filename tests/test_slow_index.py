@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from crawling import ADDON, RUNNER, serve
+from crawling import ADDON, RUNNER, documents_in, serve
 
 PAGES = 30
 
@@ -28,14 +28,6 @@ def _site(root: Path) -> None:
         )
     links = "".join(f"<a href='/{n}.html'>{n}</a>" for n in range(PAGES))
     (root / "index.html").write_text(f"<html><body>{links}</body></html>")
-
-
-def _documents(db: Path) -> int:
-    try:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
-            return con.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
-    except sqlite3.Error:
-        return 0
 
 
 def test_a_locked_index_delays_verdicts_not_downloads(tmp_path):
@@ -63,7 +55,7 @@ def test_a_locked_index_delays_verdicts_not_downloads(tmp_path):
         reader = threading.Thread(target=read)
         reader.start()
         deadline = time.monotonic() + 60
-        while _documents(db) < 3 and time.monotonic() < deadline:
+        while documents_in(db) < 3 and time.monotonic() < deadline:
             time.sleep(0.05)
         holder = sqlite3.connect(db, isolation_level=None)
         holder.execute("BEGIN IMMEDIATE")
