@@ -12,8 +12,9 @@ latency is paid for, whatever the client library does.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import multiprocessing
+import queue
 import socket
 import threading
 import time
@@ -21,78 +22,82 @@ from typing import Any
 
 
 class LatencyProxy:
-    """Forwards 127.0.0.1:``port`` to ``host``:``target``, ``rtt_ms`` slower a round trip."""
+    """Forwards 127.0.0.1:``port`` to ``host``:``target``, ``rtt_ms`` slower a round trip.
+
+    It runs in a process of its own: in the benchmark's process its thread would wait for the
+    interpreter lock behind the threads serving the crawled site, up to a switch interval (5 ms)
+    a chunk, and so add far more than ``rtt_ms`` (a real network holds no such lock)."""
 
     def __init__(self, host: str, target: int, rtt_ms: float) -> None:
-        self.host, self.target, self.delay = host, target, rtt_ms / 2000
-        self.round_trips = 0
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
-        self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True, name="latency-proxy")
+        context = multiprocessing.get_context("spawn")
+        self._trips = context.Value("q", 0, lock=False)
+        self._ready = context.Event()
+        relay = _Relay(host, target, rtt_ms / 2000, self.port, self._trips)
+        self._process = context.Process(
+            target=relay.serve, args=(self._ready,), daemon=True, name="latency-proxy"
+        )
+
+    @property
+    def round_trips(self) -> int:
+        return self._trips.value
 
     def __enter__(self) -> LatencyProxy:
-        self._thread.start()
-        self._ready.wait(10)
+        self._process.start()
+        if not self._ready.wait(30):
+            raise RuntimeError("the latency proxy did not start")
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
+        self._process.terminate()
+        self._process.join(10)
 
-    def _serve(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        server = self._loop.run_until_complete(asyncio.start_server(self._connection, "127.0.0.1", self.port))
-        self._ready.set()
-        self._loop.run_forever()
-        server.close()
-        for task in asyncio.all_tasks(self._loop):  # connections still open: ended quietly
-            task.cancel()
-        self._loop.run_until_complete(asyncio.gather(*asyncio.all_tasks(self._loop), return_exceptions=True))
 
-    async def _connection(self, client_in: asyncio.StreamReader, client_out: asyncio.StreamWriter) -> None:
-        try:
-            server_in, server_out = await asyncio.open_connection(self.host, self.target)
-        except OSError:
-            client_out.close()
-            return
-        turn = {"server spoke": True}  # a client's first bytes begin a round trip
-        with contextlib.suppress(asyncio.CancelledError):  # the proxy stopped
-            await asyncio.gather(
-                self._pipe(client_in, server_out, turn, client=True),
-                self._pipe(server_in, client_out, turn, client=False),
-                return_exceptions=True,
-            )
+class _Relay:
+    """The proxy's own process: two threads a connection, one each way, each chunk held by a
+    sleep (precise to some 0.1 ms, where an event loop's timers round up to whole ms)."""
 
-    async def _pipe(
-        self, source: asyncio.StreamReader, sink: asyncio.StreamWriter, turn: dict[str, Any], client: bool
-    ) -> None:
-        """Copy ``source`` to ``sink``, each chunk held ``delay`` seconds, in order."""
-        held: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
+    def __init__(self, host: str, target: int, delay: float, port: int, trips: Any) -> None:
+        self.host, self.target, self.delay, self.port, self.trips = host, target, delay, port, trips
 
-        async def deliver() -> None:
+    def serve(self, ready: Any) -> None:
+        with socket.create_server(("127.0.0.1", self.port)) as listener:
+            ready.set()
             while True:
-                due, chunk = await held.get()
-                if not chunk:
-                    break
-                wait = due - time.monotonic()
-                if wait > 0:
-                    await asyncio.sleep(wait)
-                sink.write(chunk)
-                await sink.drain()
-            sink.close()
+                client, _ = listener.accept()
+                try:
+                    server = socket.create_connection((self.host, self.target))
+                except OSError:
+                    client.close()
+                    continue
+                for sock in (client, server):
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                turn = {"server spoke": True}  # a client's first bytes begin a round trip
+                for source, sink, from_client in ((client, server, True), (server, client, False)):
+                    args = (source, sink, turn, from_client)
+                    threading.Thread(target=self._pipe, args=args, daemon=True).start()
 
-        delivering = asyncio.ensure_future(deliver())
-        try:
-            while chunk := await source.read(65536):
+    def _pipe(self, source: socket.socket, sink: socket.socket, turn: dict[str, bool], client: bool) -> None:
+        """Copy ``source`` to ``sink``, each chunk held ``delay`` seconds, in order."""
+        held: queue.SimpleQueue[tuple[float, bytes]] = queue.SimpleQueue()
+
+        def deliver() -> None:
+            with contextlib.suppress(OSError):
+                while chunk := (item := held.get())[1]:
+                    wait = item[0] - time.monotonic()
+                    if wait > 0:
+                        time.sleep(wait)
+                    sink.sendall(chunk)
+            with contextlib.suppress(OSError):
+                sink.shutdown(socket.SHUT_WR)
+
+        threading.Thread(target=deliver, daemon=True).start()
+        with contextlib.suppress(OSError):
+            while chunk := source.recv(65536):
                 if client and turn["server spoke"]:
-                    self.round_trips += 1
+                    self.trips.value += 1
                 turn["server spoke"] = not client
-                held.put_nowait((time.monotonic() + self.delay, chunk))
-        except (ConnectionError, OSError):
-            pass
-        finally:
-            held.put_nowait((0.0, b""))
-            await asyncio.gather(delivering, return_exceptions=True)
+                held.put((time.monotonic() + self.delay, chunk))
+        held.put((0.0, b""))

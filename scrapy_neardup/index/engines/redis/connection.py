@@ -54,6 +54,16 @@ def unlink_keys(r: Any, keys: list[bytes], kinds: list[bytes]) -> int:
     return sum(r.unlink(*found[start : start + 1000]) for start in range(0, len(found), 1000))
 
 
+def _hold_connection(pipe: Any) -> None:
+    """Give a transaction's pipeline its connection without a round trip (``pipe.watch`` would
+    spend one on its own): its first read sends the WATCH."""
+    try:
+        pipe.connection = pipe.connection_pool.get_connection()
+    except TypeError:  # redis-py 5 names the command a connection is for
+        pipe.connection = pipe.connection_pool.get_connection("WATCH")
+    pipe.watching = True  # so that a transaction given up UNWATCHes before the pool has it back
+
+
 def unreachable(exc: Exception) -> str:
     """What a failure to open the index means, and what to do."""
     refused = redis is not None and isinstance(exc, redis.AuthenticationError)
@@ -112,7 +122,8 @@ class RedisConnection:
     _probe_simhash: bool
     _watching: Any
     _writes: list[Callable[[Any], None]]
-    _urls: dict[int, bytes]
+    _docs: dict[tuple[str, int], tuple[frozenset[str], list[Any]]]  # what a transaction read of each
+    _unsent_watch: list[bytes]  # keys to WATCH with the transaction's first read
     _checks: int
 
     def k(self, *parts: object) -> bytes:
@@ -205,23 +216,28 @@ class RedisConnection:
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
-        """Reads WATCHed as they are made, writes queued and sent in one MULTI/EXEC at the end."""
+        """Reads WATCHed as they are made, writes queued and sent in one MULTI/EXEC at the end.
+        The meta's WATCH (a freeze of the spot order changes it) goes with the first read."""
         with self.r.pipeline(transaction=True) as pipe:
-            self._watching, self._writes, self._urls = pipe, [], {}
+            self._watching, self._writes, self._docs = pipe, [], {}
             try:
-                pipe.watch(self.k(MARK))  # a freeze of the spot order changes it
+                _hold_connection(pipe)
+                self._unsent_watch = [self.k(MARK)]
                 self._checks += 1
-                if self._checks % 256 == 1 and not self._query([("EXISTS", self.k(MARK))])[0]:
-                    pipe.reset()
-                    self._lost()
-                    raise Conflict(self.path)  # judged again in the index made anew
-                if self.classes is None and "spotsigs" in self.config.methods:
-                    frozen, spotted = self._query(
-                        [("HGET", self.k(MARK), "spot_order"), ("SCARD", self.k("spotted"))]
+                look = self._checks % 256 == 1  # whether the server lost the index
+                order = self.classes is None and "spotsigs" in self.config.methods
+                if look or order:
+                    meta, spotted = self.k(MARK), self.k("spotted")
+                    frozen, spotted, present = self._query(
+                        [("HGET", meta, "spot_order"), ("SCARD", spotted), ("EXISTS", meta)]
                     )
-                    if frozen:
+                    if not present:
+                        pipe.reset()
+                        self._lost()
+                        raise Conflict(self.path)  # judged again in the index made anew
+                    if order and frozen:
                         self._load_order()
-                    elif spotted >= redis_spots.FREEZE_AT:
+                    elif order and spotted >= redis_spots.FREEZE_AT:
                         pipe.reset()
                         self._freeze()
                         raise Conflict(self.path)  # judged again, in the frozen order
@@ -233,7 +249,7 @@ class RedisConnection:
             except redis.WatchError:
                 raise Conflict(self.path) from None
             finally:
-                self._watching, self._writes = None, []
+                self._watching, self._writes, self._docs, self._unsent_watch = None, [], {}, []
 
     def _lost(self) -> None:
         """The server lost the index (restarted without persistence, or flushed): make it anew."""
@@ -257,9 +273,10 @@ class RedisConnection:
             for command in commands:
                 pipe.execute_command(*command)
             return read_as_missing(commands, pipe.execute(raise_on_error=False)) if commands else []
-        watched = [("WATCH", *watch)] if watch else []
-        if not watched and not commands:
+        if not commands:
             return []
+        watch, self._unsent_watch = [*self._unsent_watch, *watch], []
+        watched = [("WATCH", *watch)] if watch else []
         connection = self._watching.connection  # made by the transaction's first WATCH
         connection.send_packed_command(connection.pack_commands([*watched, *commands]))
         replies = []

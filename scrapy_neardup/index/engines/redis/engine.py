@@ -38,8 +38,9 @@ while redis.call('EXISTS', KEYS[2] .. id) == 1 do id = redis.call('INCR', KEYS[1
 return id
 """
 _READ = {int: reply_int, float: reply_float, str: reply_text, bytes: lambda v: v}
-# What a candidate is verified with (``records.stored_fingerprint``), and where it is.
-SIGNATURES = ("status", "scope", "raw_hash", *SIGNATURE_FIELDS[1:])
+# What a candidate is verified with (``records.stored_fingerprint``), and where it is; its URL,
+# which a verdict names, read with them.
+SIGNATURES = ("status", "scope", "url", "raw_hash", *SIGNATURE_FIELDS[1:])
 # What the exact bounds read of each candidate before its signatures (``bounds``).
 _BOUNDS = ("status", "scope", "exact", "simhash", "spot_size", "spots")
 
@@ -55,7 +56,8 @@ class RedisEngine(RedisConnection, RedisSpots):
         self.classes = None
         self._watching: Any = None  # the transaction's pipeline, WATCHing what it reads
         self._writes: list = []
-        self._urls: dict[int, bytes] = {}
+        self._docs: dict = {}
+        self._unsent_watch: list[bytes] = []
         self._checks = 0  # transactions begun: every 256th looks whether the server lost the index
         self.search = self
         self._open()
@@ -109,15 +111,21 @@ class RedisEngine(RedisConnection, RedisSpots):
         return self._fields(kind, list(docs), tuple(fields or KINDS[kind].fields))
 
     def _fields(self, kind: str, docs: list[int], names: tuple[str, ...]) -> list[dict[str, Any] | None]:
-        """These fields of each document, read by their types (None for a missing document)."""
+        """These fields of each document, read by their types (None for a missing document). Inside
+        a transaction a document's fields read before are not read again: its key is WATCHed,
+        and the transaction's own writes are not seen until it ends, in Redis as here."""
         types, present = KINDS[kind].fields, KINDS[kind].present
         names = names if present in names else (*names, present)
-        rows = self._read([self.k(KEYS[kind], doc) for doc in docs], lambda key: ("HMGET", key, *names))
+        known = {doc: self._docs.get((kind, doc), {}) for doc in docs}
+        unread = [doc for doc in docs if not known[doc].keys() >= set(names)]
+        rows = self._read([self.k(KEYS[kind], doc) for doc in unread], lambda key: ("HMGET", key, *names))
+        for doc, row in zip(unread, rows, strict=True):
+            known[doc] = dict(zip(names, row, strict=True))
+            if self._watching is not None:
+                self._docs[kind, doc] = known[doc]
         found: list[dict[str, Any] | None] = []
-        for row in rows:
-            values = {
-                name: _READ[types.get(name, str)](value) for name, value in zip(names, row, strict=True)
-            }
+        for doc in docs:
+            values = {name: _READ[types.get(name, str)](known[doc][name]) for name in names}
             found.append({k: v for k, v in values.items() if v is not None} if values[present] else None)
         return found
 
