@@ -235,3 +235,23 @@ def test_a_page_over_its_time_in_a_worker_is_recorded_as_timeout_and_the_scan_go
     assert {Path(source).name: what for source, what in rows.items()} == {
         "a.html": "unique", "b-slow.html": "timeout", "c.html": "unique",
     }  # fmt: skip
+
+
+def test_a_match_let_through_is_counted_apart_and_the_counts_agree_with_the_index(tmp_path, capsys):
+    """A page matched on thin evidence is recorded as an original: the scan's duplicates are the
+    index's, and the uncertain match is counted apart, not as a duplicate."""
+    import re
+
+    import weak_site
+
+    folder = tmp_path / "site"
+    weak_site.build(folder)
+    db = tmp_path / "index.db"
+    assert main(["scan", str(folder), "--db", str(db), "--workers", "0"]) == 0
+    out = capsys.readouterr().out
+    scanned = int(re.search(r"\): (\d+) duplicates", out).group(1))
+    indexed = int(re.search(r"documents, (\d+) duplicates", out).group(1))
+    assert "1 let through as uncertain matches" in out
+    with sqlite3.connect(db) as con:
+        recorded = con.execute("SELECT COUNT(*) FROM documents WHERE status = 'duplicate'").fetchone()[0]
+    assert scanned == indexed == recorded

@@ -14,6 +14,7 @@ import sys
 import time
 
 from ..config import MAX_WORKERS, DedupConfig
+from ..decision import SURE_SIMILARITY, sure
 from ..detector import Arrival, Detector
 from ..exceptions import IndexFailure, IndexFileError, InputError
 from ..fingerprint import Fingerprint, fingerprint
@@ -63,7 +64,7 @@ def run_scan(args: argparse.Namespace) -> int:
 
 
 async def _scan(args: argparse.Namespace, config: DedupConfig) -> int:
-    counts = {"scanned": 0, "duplicates": 0, "skipped": 0, "already": 0}
+    counts = {"scanned": 0, "duplicates": 0, "uncertain": 0, "skipped": 0, "already": 0}
     skips = Skips()
     progress = sys.stderr.isatty()
     workers = WorkerPool(config, args.workers, args.page_timeout)  # its workers end with this process
@@ -93,7 +94,11 @@ async def _scan(args: argparse.Namespace, config: DedupConfig) -> int:
                     continue
                 already = verdict.revisit is not None  # another scan recorded it meanwhile
                 counts["already" if already else "scanned"] += 1
-                counts["duplicates"] += verdict.duplicate and not already
+                # A match not sure enough to drop is recorded as an original, as the index counts it.
+                matched = verdict.duplicate and not already
+                certain = sure(verdict.method, verdict.similarity, verdict.weak, SURE_SIMILARITY)
+                counts["duplicates"] += matched and certain
+                counts["uncertain"] += matched and not certain
                 counts["skipped"] += not verdict.judged
             if meter:
                 meter.show(counts["scanned"], counts["duplicates"])
@@ -106,7 +111,9 @@ async def _scan(args: argparse.Namespace, config: DedupConfig) -> int:
     reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(skips.counts.items()))
     print(
         f"scanned {counts['scanned']} pages ({counts['already']} already in the index): "
-        f"{counts['duplicates']} duplicates, {counts['skipped']} not judged"
+        f"{counts['duplicates']} duplicates, "
+        + (f"{counts['uncertain']} let through as uncertain matches, " if counts["uncertain"] else "")
+        + f"{counts['skipped']} not judged"
         + (f"; {unread} records skipped ({reasons})" if unread else "")
         + f".\nindex {where}: {summary.documents} documents, "
         f"{summary.duplicates} duplicates, "
