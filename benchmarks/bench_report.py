@@ -190,7 +190,7 @@ def clustered(db: Path) -> tuple[int, int]:
     from scrapy_neardup.report.clusters import build_clusters
 
     with SQLiteIndex.open_existing(db) as index:
-        clusters = build_clusters((a, b) for a, b, _, _ in index.duplicate_edges())
+        clusters = build_clusters((a, b) for a, b, _, _ in index.match_edges())
     return len(clusters), sum(len(c.members) for c in clusters)
 
 

@@ -558,7 +558,7 @@ def test_every_page_is_recorded_including_skips_and_duplicates(tmp_path, aeb_pag
         skipped = detector.check("http://a.example/img", b"\x89PNG\r\n\x1a\n....")
         assert skipped.skip_reason == "binary" and not skipped.duplicate
         records = list(detector.index.documents())
-        edges = list(detector.index.duplicate_edges())
+        edges = list(detector.index.match_edges())
     assert [r["status"] for r in records] == ["unique", "duplicate", "skipped"]
     assert edges == [(2, 1, 1.0, "exact")]
     assert records[2]["skip_reason"] == "binary"

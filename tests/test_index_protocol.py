@@ -130,7 +130,7 @@ def test_the_read_side_agrees_with_the_verdicts(open_detector):
     ]
     index = detector.index
     assert [r["id"] for r in index.documents()] == [v.doc_id for v in verdicts]
-    assert list(index.duplicate_edges()) == [
+    assert list(index.match_edges()) == [
         (verdicts[1].doc_id, verdicts[0].doc_id, verdicts[1].similarity, "spotsigs")
     ]
     assert index.text(verdicts[2].doc_id) == OTHER[:30]
@@ -179,7 +179,9 @@ def test_a_page_let_through_is_an_original_and_its_copies_are_sure_duplicates(op
     for url, body in copies:  # a byte copy (found before extraction), then a copy of its text
         copy = detector.check(url, body)
         assert (copy.duplicate, copy.method, copy.duplicate_of) == (True, "exact", first.doc_id)
-    assert [edge[1:] for edge in detector.index.duplicate_edges()] == [(first.doc_id, 1.0, "exact")] * 2
+    edges = [edge[1:] for edge in detector.index.match_edges()]
+    assert edges[1:] == [(first.doc_id, 1.0, "exact")] * 2
+    assert edges[0][0] == home.doc_id and edges[0][2] == "spotsigs"  # the weak link, for the report
     assert detector.index.stats()["unique"] == 2
 
 

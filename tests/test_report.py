@@ -587,7 +587,8 @@ def test_html_report_pages_filters_and_searches_in_chromium(tmp_path, browser):
         host = "even.example" if n % 2 == 0 else "odd.example"
         members = [Member(n * 10, f"https://{host}/story/{n}", title=f"Story {n}", seen_at=1.7e9, tokens=200)]
         members += [Member(n * 10 + k, f"https://copy{k}.example/{n}", duplicate_of=n * 10, similarity=0.9,
-                           method="spotsigs", seen_at=1.7e9 + k) for k in range(1, 2 + n % 3)]  # fmt: skip
+                           method="spotsigs", seen_at=1.7e9 + k, uncertain=(n, k) == (44, 1))
+                    for k in range(1, 2 + n % 3)]  # fmt: skip
         clusters.append(ReportCluster(n, members))
     cluster_set = ClusterSet(
         "first-seen", clusters, 500, 200, 300, 0, {"methods": ["spotsigs"]}, {"spotsigs": 0.5}
@@ -621,11 +622,13 @@ def test_html_report_pages_filters_and_searches_in_chromium(tmp_path, browser):
     inserted = [e.text.strip() for e in browser.find_elements(By.CSS_SELECTOR, ".pane .ins")]
     assert deleted == ["brown", "lazy"] and inserted == ["red"]
     assert "1 word only in this member" in browser.find_element(By.CSS_SELECTOR, ".legend").text
+    tags = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "tr.details .tag")]
+    assert tags == ["canonical", "uncertain", "member", "member"]  # the page let through beside its match
 
 
-def test_a_page_let_through_is_a_weak_link_in_every_format(tmp_path):
-    """A match under the sure bar: the page is admitted and in no cluster but its own copy's; every
-    format shows what it resembles."""
+def test_a_page_let_through_is_an_uncertain_member_beside_what_it_resembles(tmp_path):
+    """A match under the sure bar: the page is admitted (stored, counted unique) and shown in the
+    cluster of what it resembles, marked uncertain, with its own copy; every format says so."""
     from test_index_protocol import CONFIG, LISTING, STORY
 
     from scrapy_neardup.detector import Detector
@@ -639,9 +642,12 @@ def test_a_page_let_through_is_a_weak_link_in_every_format(tmp_path):
             render_report(detector.index, handle, fmt)
     report = json.loads(out["json"].getvalue())
     assert (report["unique"], report["duplicates"]) == (2, 1)
-    assert [[m["url"] for m in c["members"]] for c in report["clusters"]] == [
-        ["http://a.example/story", "http://a.example/story?utm_source=x"]
-    ]
+    [cluster] = report["clusters"]
+    assert [(m["url"], m["uncertain"]) for m in cluster["members"]] == [
+        ("http://a.example/", False), ("http://a.example/story", True),
+        ("http://a.example/story?utm_source=x", False),
+    ]  # fmt: skip
+    assert cluster["members"][2]["duplicate_of"] == "http://a.example/story"
     [weak] = report["let_through"]
     assert (weak["url"], weak["resembles"], weak["method"]) == (
         "http://a.example/story", "http://a.example/", "spotsigs",
@@ -650,4 +656,36 @@ def test_a_page_let_through_is_a_weak_link_in_every_format(tmp_path):
     rows = {r["url"]: r for r in csv.DictReader(io.StringIO(out["csv"].getvalue()))}
     story = rows["http://a.example/story"]
     assert (story["status"], story["duplicate_of"]) == ("unique", "http://a.example/")
+    assert story["cluster_id"] == rows["http://a.example/"]["cluster_id"] == "1"
     assert "<h2>Let through</h2>" in out["html"].getvalue()
+    rows = json.loads(re.search(r'"clusters":(\[.*\])\}', out["html"].getvalue()).group(1))
+    assert [member[8] for member in rows[0][1]] == [0, 1, 0]  # the uncertain one marked
+
+
+def test_three_pages_of_one_short_article_are_one_cluster_of_three(tmp_path):
+    """A 67-word brief, its print view and an AMP view with a byline: one cluster of three, whether
+    a view is a sure copy or let through beside the brief, and counted as the index counts it."""
+    from news_site import read_stories
+
+    from scrapy_neardup.detector import Detector
+
+    title, text = next(iter(read_stories().values()))
+    brief = " ".join(" ".join(text).split()[:67])
+    nav = "<nav>" + "".join(f'<a href="/s{i}">Section {i} of the paper</a> ' for i in range(8)) + "</nav>"
+    article = f"<article><h1>{title}</h1><p>{brief}</p></article>"
+    amp = f"<article><h1>{title}</h1><p>By staff.</p><p>{brief}</p></article>"
+    pages = {
+        "http://n.example/brief": f"<body>{nav}{article}<footer>The Courier</footer></body>",
+        "http://n.example/brief?view=print": f"<body>{article}</body>",
+        "http://n.example/brief/amp": f"<body>{amp}</body>",
+    }
+    config = DedupConfig()
+    with Detector(config, SQLiteIndex(tmp_path / "brief.db", config)) as detector:
+        for url, body in pages.items():
+            detector.check(url, f"<html><head><title>{title}</title></head>{body}</html>".encode())
+        out = io.StringIO()
+        render_report(detector.index, out, "json")
+    report = json.loads(out.getvalue())
+    assert [[m["url"] for m in c["members"]] for c in report["clusters"]] == [list(pages)]
+    uncertain = sum(m["uncertain"] for m in report["clusters"][0]["members"])
+    assert (report["duplicates"], report["unique"]) == (2 - uncertain, 1 + uncertain)

@@ -379,9 +379,11 @@ class Ledger(RunLedger, UrlLedger):
             )
             return None
 
-    def duplicate_edges(self) -> Iterator[tuple[int, int, float | None, str | None]]:
+    def match_edges(self) -> Iterator[tuple[int, int, float | None, str | None]]:
+        """(page, the page it matched, similarity, method) of every duplicate, and of every page let
+        through beside what it resembles (an admitted page whose match was not sure)."""
         for record in self.documents():
-            if record["status"] == "duplicate":
+            if record["duplicate_of"] is not None and record["status"] in ("duplicate", "unique"):
                 yield record["id"], record["duplicate_of"], record["similarity"], record["method"]
 
     def stats(self) -> dict[str, int]:

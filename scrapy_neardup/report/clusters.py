@@ -71,6 +71,7 @@ class Member:
     duplicate_of: int | None = None
     similarity: float | None = None
     method: str | None = None
+    uncertain: bool = False  # let through: it resembles ``duplicate_of``, not surely enough to drop
 
 
 @dataclass(slots=True)
@@ -200,7 +201,7 @@ def load_clusters(index: Index, policy: str = "first-seen", progress: Progress |
 
     def edges() -> Iterator[tuple[int, int]]:
         progress.start("clustering duplicate edges", stats["duplicates"])
-        for doc, other, _sim, _method in index.duplicate_edges():
+        for doc, other, _sim, _method in index.match_edges():
             progress.tick()
             yield doc, other
         progress.finish()
@@ -217,6 +218,7 @@ def load_clusters(index: Index, policy: str = "first-seen", progress: Progress |
             yield Member(
                 r["id"], r["url"], r["title"], r["seen_at"], r["tokens"], r["duplicate_of"],
                 r["similarity"], intern(r["method"]) if r["method"] else None,
+                uncertain=r["status"] == "unique" and r["duplicate_of"] is not None,
             )  # fmt: skip
         progress.finish()
 

@@ -97,7 +97,7 @@ def tally(clusters: ClusterSet) -> Tally:
         for m in cluster.members:
             host = host_of(m.url)
             t.host_pages[host] += 1
-            if m.duplicate_of is None:
+            if m.duplicate_of is None or m.uncertain:  # a page let through is stored, no duplicate
                 continue
             t.host_duplicates[host] += 1
             method = m.method or "unknown"
@@ -416,6 +416,7 @@ def write_html(
                 position.get(m.duplicate_of, -1) if m.duplicate_of is not None else -1,
                 host_ids[host_of(m.url)],
                 text_keys.get(m.id, LEFT_OUT),
+                1 if m.uncertain else 0,
             ]
             for m in cluster.members
         ]

@@ -53,6 +53,7 @@ def cluster_json(cluster: ReportCluster, clean_url: Callable[[str], str] = str) 
                 "similarity": m.similarity,
                 "method": m.method,
                 "seen_at": m.seen_at,
+                "uncertain": m.uncertain,
             }
             for m in cluster.members
         ],

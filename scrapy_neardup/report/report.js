@@ -6,7 +6,7 @@
   var MEMBERS_SHOWN = 100;
   var MAX_EDIT = 2000;
   var MAX_HOSTS = 2000;
-  var URL = 0, TITLE = 1, SIM = 2, METHOD = 3, SEEN = 4, DUP = 5, HOST = 6, TEXT = 7;
+  var URL = 0, TITLE = 1, SIM = 2, METHOD = 3, SEEN = 4, DUP = 5, HOST = 6, TEXT = 7, UNCERTAIN = 8;
 
   var data = JSON.parse(document.getElementById("nd-data").textContent);
   var clusters = data.clusters;
@@ -155,7 +155,9 @@
     members.slice(0, open.shown).forEach(function (m, j) {
       var tr = el("tr");
       var role = el("td");
-      role.appendChild(el("span", j === 0 ? "tag canonical" : "tag", j === 0 ? "canonical" : "member"));
+      var tag = j === 0 ? "canonical" : m[UNCERTAIN] ? "uncertain" : "member";
+      role.appendChild(el("span", j === 0 ? "tag canonical" : m[UNCERTAIN] ? "tag uncertain" : "tag", tag));
+      if (m[UNCERTAIN]) role.title = "let through and stored: it resembles the page it names, not surely enough to drop";
       tr.appendChild(role);
       var page = el("td");
       page.appendChild(urlNode(m[URL]));
