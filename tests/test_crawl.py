@@ -31,6 +31,10 @@ def test_drop_mode_drops_the_items_of_duplicates_and_follows_their_links(tmp_pat
     assert result["stats"]["neardup/report"] == str(report) and "<svg" in report.read_text()
     page = report.read_text()
     assert '<div class="l">share duplicate</div>' in page
+    shown = re.findall(r'<div class="n">([^<]*)</div><div class="l">([^<]*)</div>', page)
+    figures = {label: n for n, label in shown}
+    seen = int(figures["documents seen"])
+    assert (figures["dropped"], figures["pages stored"]) == ("5", str(seen - 5))  # what the crawl did
     data = json.loads(re.search(r'<script type="application/json" id="nd-data">(.*?)</script>', page)[1])
     assert all(m[7] >= 0 for _, members in data["clusters"] for m in members)  # every text shown
     # Each duplicate page reached the spider (its links followed), with its verdict; its item was dropped.

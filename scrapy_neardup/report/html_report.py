@@ -121,13 +121,21 @@ def summary_html(clusters: ClusterSet, t: Tally) -> str:
     docs, dups = clusters.documents, clusters.duplicates
     share = f"{dups / docs:.1%}" if docs else "0%"
     # The words follow what the crawl did with duplicates (a scanned index only found them; a
-    # dropping crawl let the uncertain ones through tagged).
+    # dropping crawl stored all but its duplicates, the uncertain ones let through).
     share_label = "share tagged" if clusters.action == "tag" else "share duplicate"
+    done = {"drop": "dropped", "ignore": "ignored", "tag": "tagged"}.get(clusters.action or "", "duplicates")
+    stored = docs if clusters.action == "tag" else docs - dups
+    skips = [s for s in clusters.url_skips if s.skipped]
     in_clusters = sum(c.size for c in clusters.clusters)
     figures = [
-        ("documents seen", f"{docs:,}"), ("duplicates", f"{dups:,}"), (share_label, share),
+        ("documents seen", f"{docs:,}"),
+        *([("pages stored", f"{stored:,}")] if clusters.action else []),
+        (done, f"{dups:,}"), (share_label, share),
+        ("let through, uncertain", f"{len(clusters.let_through):,}"),
         ("clusters", f"{len(clusters.clusters):,}"), ("pages in clusters", f"{in_clusters:,}"),
         ("not judged", f"{clusters.skipped:,}"),
+        *([("requests skipped", f"{len(skips):,}"),
+           ("fetched again", f"{sum(s.revived for s in skips):,}")] if skips else []),
         *([("forgotten (not seen lately)", f"{clusters.forgotten:,}")] if clusters.forgotten else []),
     ]  # fmt: skip
     parts = ['<div class="figures">']
