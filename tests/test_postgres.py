@@ -392,3 +392,32 @@ def test_four_processes_admit_each_group_once_while_the_spot_order_freezes(postg
     index = PostgresIndex(postgres_url, CONFIG, prefix)
     assert index.engine.execute(f"SELECT 1 FROM {index.engine.t('meta')} WHERE key = 'spot_order'").fetchone()
     index.remove()
+
+
+def test_a_page_of_more_keys_than_the_lock_table_holds_is_checked_alone_and_recorded():
+    """A long page takes one lock (the check lock, held alone) instead of one a key: on a server
+    whose lock table holds fewer than its keys (10 a connection here; 64 by default, which a long
+    manual of the LLVM docs overflowed beside three other checks), its check failed every time
+    it was made. Beside it, a short page takes its keys' locks and the check lock shared."""
+    import pg_server
+
+    try:
+        url, data = pg_server.start(extra="max_locks_per_transaction = 10\n")
+    except pg_server.Unavailable as exc:
+        pytest.skip(str(exc))
+    words = [f"w{i:05d}" for i in range(12_000)]
+    triples = zip(words[::3], words[1::3], words[2::3], strict=True)
+    long_text = " ".join(f"the {a} of {b} is {c}" for a, b, c in triples)
+    long_page = f"<html><body><article><p>{long_text}</p></article></body></html>".encode()
+    short = " ".join(f"a story of {w} and the river" for w in words[:40])
+    short_page = f"<html><body><p>{short}</p></body></html>"
+    config = DedupConfig()
+    try:
+        with Detector(config, PostgresIndex(url, config, prefix="long")) as detector:
+            first = detector.check("https://a.example/manual", long_page)
+            copy = detector.check("https://b.example/manual", long_page + b" ")
+            assert first.judged and not first.duplicate
+            assert (copy.duplicate, copy.duplicate_of) == (True, first.doc_id)
+            assert detector.check("https://a.example/short", short_page).judged
+    finally:
+        pg_server.stop(data)

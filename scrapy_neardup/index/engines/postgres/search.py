@@ -27,6 +27,9 @@ from .session import ints, lock_key
 from .tables import bucket_read
 
 FREEZE_AT = 5000  # admitted pages with spots after which the spot order is frozen
+# The most locks a check takes on its keys (the server's lock table holds 64 a connection by
+# default, shared by all); a page of more holds the check lock alone (``find``).
+MANY_LOCKS = 512
 _FREEZE_ROWS = 20_000  # rows a statement of the freeze writes
 _ROW_READ = np.dtype([("n", ">i4"), ("size", ">i4"), ("key", ">i8")])  # a bucket row read: its probed spot
 BOUNDS = len(BOUND_COLUMNS.split(","))  # the first signature columns are the bounds' (``bounds``)
@@ -212,7 +215,13 @@ class PostgresSearch:
         posted = lookup_keys(probe, scope_id, self.config, simhash=self.simhash_keys, raw=True)
         spots = (ranges[:, 0] >> 12).tolist()
         spots += [key >> 12 for key in self._posting_keys(probe.spots, scope_id)]
-        self.engine.lock([*keys, *posted, *spots], doc_id=True)
+        # Every check holds the index's check lock shared; a page of more keys than a lock table
+        # holds for it (a long manual: thousands) holds it alone instead, and so runs alone.
+        every, held = lock_key("checks", self.engine.schema), sorted({*keys, *posted, *spots})
+        if len(held) > MANY_LOCKS:
+            self.engine.lock([every], doc_id=True)
+        else:
+            self.engine.lock(held, doc_id=True, first=every)
         # The lookup keys' rows and the probed spots' buckets in one read, each joined on the
         # server into one value (a row costs the server and the client more than its bytes), with
         # each bucket row's probed spot (numbered in the probe's order) and size. A bucket read

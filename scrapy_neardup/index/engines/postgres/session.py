@@ -6,7 +6,9 @@ statement (``search.PostgresSearch.find``): each lookup key it reads or posts, a
 (scope and spot hash) of each SpotSigs list it probes or is posted to. Two near-duplicates
 always share one (the exactness argument of ``pruning``: the first's posting is in the
 second's probe), so the second waits until the first commits, then reads its postings:
-they never both pass. Unrelated pages take other locks and run in parallel. A deadlock
+they never both pass. Unrelated pages take other locks and run in parallel. Each check also
+holds the index's check lock shared, and a page of more keys than a lock table spares (a long
+manual: thousands) holds it alone instead of its keys: it runs alone. A deadlock
 (rows locked in another order: a revisit's old postings, URL rules) fails one transaction
 (``Conflict``: the Detector judges the page again, a bounded number of times).
 
@@ -97,20 +99,27 @@ class Session:
             query = "".join(f"{'WITH' if n == 0 else ','} w{n} AS ({q}) " for n, (q, _) in enumerate(first))
             self.execute(query + last, [a for _, write_args in first for a in write_args] + args)
 
-    def lock(self, keys: list[int], shared: bool = False, doc_id: bool = False) -> None:
-        """Advisory locks on these keys until the transaction ends, taken in sorted order. Sent,
-        not waited for: the server runs what is sent after it once it holds them (one round trip
-        for the locks and the reads they guard). ``doc_id``: a check begins, and its page's id is
-        asked for with its locks (``new_id`` takes the answer; a page not recorded leaves a gap)."""
+    def lock(
+        self, keys: list[int], shared: bool = False, doc_id: bool = False, first: int | None = None
+    ) -> None:
+        """Advisory locks on these keys until the transaction ends, taken in sorted order, after
+        ``first`` (held shared). Sent, not waited for: the server runs what is sent after it once
+        it holds them (one round trip for the locks and the reads they guard). ``doc_id``: a check
+        begins, and its page's id is asked for with its locks (``new_id`` takes the answer; a page
+        not recorded leaves a gap)."""
         function = f"pg_advisory_xact_lock{'_shared' if shared else ''}"
         locks = f"SELECT {function}(k) FROM (SELECT k FROM unnest(%s::bigint[]) AS k ORDER BY k) AS k"
+        args: list[Any] = [ints(sorted(set(keys)))]
+        if first is not None:  # an Append runs its parts in order: this one first
+            locks = f"SELECT pg_advisory_xact_lock_shared(%s::bigint) UNION ALL {locks}"
+            args.insert(0, first)
         if doc_id and self._depth and self._next_doc is None:
             self._next_doc = self.execute(
                 f"SELECT nextval(%s::regclass), (SELECT count(*) FROM ({locks}) AS locked)",
-                [self.t("doc_ids"), ints(sorted(set(keys)))],
+                [self.t("doc_ids"), *args],
             )
-        elif keys:
-            self.execute(locks, [ints(sorted(set(keys)))])
+        elif keys or first is not None:
+            self.execute(locks, args)
 
     def commit_unawaited(self, page: str | None) -> None:
         """The transaction recorded ``page``, let through, or (None) a page whose record must be
