@@ -122,7 +122,7 @@ class RedisConnection:
     _probe_simhash: bool
     _watching: Any
     _writes: list[Callable[[Any], None]]
-    _docs: dict[tuple[str, int], tuple[frozenset[str], list[Any]]]  # what a transaction read of each
+    _docs: dict[tuple[str, int], dict[str, Any]]  # each document's fields a transaction read
     _unsent_watch: list[bytes]  # keys to WATCH with the transaction's first read
     _checks: int
 
@@ -277,7 +277,7 @@ class RedisConnection:
             return []
         watch, self._unsent_watch = [*self._unsent_watch, *watch], []
         watched = [("WATCH", *watch)] if watch else []
-        connection = self._watching.connection  # made by the transaction's first WATCH
+        connection = self._watching.connection  # the transaction's own (``_hold_connection``)
         connection.send_packed_command(connection.pack_commands([*watched, *commands]))
         replies = []
         for _ in range(len(watched) + len(commands)):

@@ -56,7 +56,7 @@ class RedisEngine(RedisConnection, RedisSpots):
         self.classes = None
         self._watching: Any = None  # the transaction's pipeline, WATCHing what it reads
         self._writes: list = []
-        self._docs: dict = {}
+        self._docs: dict[tuple[str, int], dict[str, Any]] = {}
         self._unsent_watch: list[bytes] = []
         self._checks = 0  # transactions begun: every 256th looks whether the server lost the index
         self.search = self
