@@ -258,13 +258,19 @@ def _spotsigs_result(a: Fingerprint, b: Fingerprint, config: Config) -> MethodRe
     # copy for sure: a comment view of a long article is near it by every measure.
     commented = config.comments and abs(a.token_count - b.token_count) >= COMMENT_WORDS
     weak = duplicate and (few or bar > tau or commented)
+    why_weak = _weak_why(a, b, few and (small, least, distance), bar > tau, commented) if weak else ()
+    return MethodResult("spotsigs", sim, sim, f"{sim:.3f} Jaccard", threshold, duplicate, weak, why_weak)
+
+
+def _weak_why(a: Fingerprint, b: Fingerprint, few: Any, unequal: bool, commented: bool) -> tuple[str, ...]:
+    """What makes a SpotSigs match weak, said to a user (``few``: its spots, the least and the
+    SimHash distance, when they are few). Only for a weak match: a check compares many."""
     why = [
-        f"few spots ({small}, under {least}, and SimHash {distance} bits apart)" if few else "",
-        f"texts of unequal length ({a.token_count} and {b.token_count} tokens)" if bar > tau else "",
+        f"few spots ({few[0]}, under {few[1]}, and SimHash {few[2]} bits apart)" if few else "",
+        f"texts of unequal length ({a.token_count} and {b.token_count} tokens)" if unequal else "",
         f"comments: {abs(a.token_count - b.token_count)} words apart" if commented else "",
     ]
-    why_weak = tuple(w for w in why if weak and w)
-    return MethodResult("spotsigs", sim, sim, f"{sim:.3f} Jaccard", threshold, duplicate, weak, why_weak)
+    return tuple(w for w in why if w)
 
 
 SPOTSIGS = Method(

@@ -116,8 +116,8 @@ class RedisEngine(RedisConnection, RedisSpots):
         and the transaction's own writes are not seen until it ends, in Redis as here."""
         types, present = KINDS[kind].fields, KINDS[kind].present
         names = names if present in names else (*names, present)
-        known = {doc: self._docs.get((kind, doc), {}) for doc in docs}
-        unread = [doc for doc in docs if not known[doc].keys() >= set(names)]
+        known, wanted = {doc: self._docs.get((kind, doc), {}) for doc in docs}, set(names)
+        unread = [doc for doc in docs if not known[doc].keys() >= wanted]
         rows = self._read([self.k(KEYS[kind], doc) for doc in unread], lambda key: ("HMGET", key, *names))
         for doc, row in zip(unread, rows, strict=True):
             known[doc] = dict(zip(names, row, strict=True))
