@@ -1,6 +1,6 @@
 """What a crawl keeps: a news site of the 181 real aeb articles with the copies a real site has.
 
-    python benchmarks/bench_news.py [--repeat 1] [--backends sqlite,redis,redis2] [--comments]
+    python benchmarks/bench_news.py [--repeat 1] [--backends sqlite,redis,redis2] [--comments-off]
 
 Every article is ``/news/<n>.html`` in its own real page's template; one in six is a brief
 (its first 67 to 175 words only). Its copies, as links of the site's section pages carry
@@ -15,7 +15,7 @@ scrapy-redis queue and one Redis index; needs redis-server on PATH). Printed per
 its feeds: items byte-identical to an earlier item of the same feed (and of all feeds
 together), copies stored (items whose content an earlier item already holds) against the
 copies the site serves, and distinct pages stored of all (a comment page counts as distinct
-only with ``--comments``, which sets NEARDUP_COMMENTS), and the duplicates the crawl judged on
+unless ``--comments-off`` sets NEARDUP_COMMENTS = False), and the duplicates the crawl judged on
 which ``scrapy-neardup compare`` states the crawl's own decision (drop when it was sure,
 uncertain when it let the page through).
 """
@@ -255,7 +255,7 @@ def agreement(site: NewsSite, work: Path, comments_on: bool) -> tuple[int, int]:
             files[-1].write_bytes(site.page(parts.path, parts.query) or b"")
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
-            cli(["compare", *map(str, files), "--json", *(["--comments", "true"] if comments_on else [])])
+            cli(["compare", *map(str, files), "--json", "--comments", "true" if comments_on else "false"])
         stated = json.loads(out.getvalue())["crawl"]["decision"]
         total += 1
         same += stated == ("drop" if seen["sure"] else "uncertain")
@@ -266,7 +266,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--backends", default="sqlite,redis,redis2")
-    parser.add_argument("--comments", action="store_true", help="NEARDUP_COMMENTS = True")
+    parser.add_argument("--comments-off", action="store_true", help="NEARDUP_COMMENTS = False")
     parser.add_argument("--crawl", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.crawl:
@@ -277,8 +277,8 @@ def main() -> None:
     holder.append(NewsSite(port))
     site = holder[0]
     base, hosts = f"http://127.0.0.1:{port}", [f"127.0.0.1:{port}", f"localhost:{port}"]
-    extra = {"NEARDUP_COMMENTS": True} if args.comments else {}
-    on = "on" if args.comments else "off"
+    extra = {"NEARDUP_COMMENTS": False} if args.comments_off else {}
+    on = "off" if args.comments_off else "on"
     print(f"{len(site.holds)} article URLs of {site.articles} articles, comments {on}")
     with tempfile.TemporaryDirectory() as tmp, redis_server_or_none(Path(tmp)) as redis_url:
         for round_ in range(args.repeat):
@@ -321,8 +321,8 @@ def main() -> None:
                     [json.loads(line) for line in (work / f"{n}.jsonl").read_text().splitlines()]
                     for n in names
                 ]
-                figures = measure(site, feeds, args.comments)
-                figures["compare_agrees"] = "{} of {}".format(*agreement(site, work, args.comments))
+                figures = measure(site, feeds, not args.comments_off)
+                figures["compare_agrees"] = "{} of {}".format(*agreement(site, work, not args.comments_off))
                 print(f"round {round_ + 1} {backend}: {json.dumps(figures)} ({wall:.1f} s)", flush=True)
     server.shutdown()
 

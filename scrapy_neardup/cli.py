@@ -219,6 +219,9 @@ def crawl_decision(
     if result is None:
         label, fp = next((label, fp) for label, fp in zip("AB", fps, strict=True) if not fp.judged)
         return {"decision": "keep", "why": f"{label} is not judged ({fp.skip_reason}): B passes unjudged"}
+    if not result.duplicate and result.comments_apart:
+        own = f"B holds {result.comments_apart} words of readers' comments that A does not"
+        return {"decision": "keep", "why": f"readers' comments of its own: {own}, no copy"}
     if not result.duplicate:
         return {"decision": "keep", "why": "no method in use calls them near-duplicates"}
     verdict = Verdict("B", None, True, similarity=result.similarity, method=result.method, weak=result.weak)
@@ -242,8 +245,9 @@ def comparison_json(paths: tuple[str, str], fps: tuple[Fingerprint, Fingerprint]
 
     def page(path: str, fp: Fingerprint) -> dict[str, Any]:
         return {
-            "path": path, "tokens": fp.token_count, "language": fp.language, "spots": fp.spots.size,
-            "judged": fp.judged, "skip_reason": fp.skip_reason, "skip_detail": fp.skip_detail or None,
+            "path": path, "tokens": fp.token_count, "comment_words": fp.comment_words,
+            "language": fp.language, "spots": fp.spots.size, "judged": fp.judged,
+            "skip_reason": fp.skip_reason, "skip_detail": fp.skip_detail or None,
         }  # fmt: skip
 
     results = result.results if result else {}
@@ -275,6 +279,7 @@ def comparison_table(paths: tuple[str, str], fps: tuple[Fingerprint, Fingerprint
     rows = [("", "A", "B"), ("file", *paths)]
     rows += [("tokens", *(str(fp.token_count) for fp in fps)), ("language", *(fp.language for fp in fps))]
     rows += [("spots", *(str(fp.spots.size) for fp in fps))]
+    rows += [("comments", *(f"{fp.comment_words} words" for fp in fps))]
     width = max(len(r[1]) for r in rows) + 2
     lines = [f"{r[0]:<10}{r[1]:<{width}}{r[2]}" for r in rows]
     lines.append(f"extractor {config.extractor}")
@@ -305,6 +310,11 @@ def comparison_table(paths: tuple[str, str], fps: tuple[Fingerprint, Fingerprint
     in_use = ", ".join(config.methods)
     if result.duplicate:
         lines.append(f"Verdict: NEAR-DUPLICATES, by {result.method} (methods in use, marked *: {in_use}).")
+    elif result.comments_apart:
+        lines.append(
+            f"Verdict: distinct: B holds {result.comments_apart} words of readers' comments that A does "
+            "not (with --comments false, a copy)."
+        )
     else:
         lines.append(f"Verdict: distinct (no method in use, marked *, calls them near-duplicates: {in_use}).")
     return "\n".join(lines + _crawl_lines(crawl))
@@ -329,7 +339,7 @@ def run_compare(args: argparse.Namespace) -> int:
     policy = drop_policy(args.drop_above)
     paths = (args.a, args.b)
     fps = (fingerprint_file(args.a, config), fingerprint_file(args.b, config))
-    result = compare(*fps, config) if all(fp.judged for fp in fps) else None
+    result = compare(fps[1], fps[0], config) if all(fp.judged for fp in fps) else None  # B met after A
     crawl = crawl_decision(fps, result, policy)
     if args.json:
         print(json.dumps(comparison_json(paths, fps, result, config, crawl), indent=2))

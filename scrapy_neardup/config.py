@@ -197,11 +197,11 @@ class DedupConfig:
         _one_of(EXTRACTORS, "extractor"),
     )
     comments: bool = knob(
-        False,
+        True,
         parse_bool,
-        "readers' comments the extractor finds are part of a page's main text; off, a page that "
-        "differs from another by its comments alone is its duplicate; on, a page 100 words or "
-        "more apart from its match is never dropped as its copy",
+        "readers' comments count: a page with 100 words or more of comments that another page "
+        "lacks (or other comments) is not its copy; off, a page that differs from another by its "
+        "comments alone is its duplicate. Comments are never part of the main text either way",
     )
     max_body: int = knob(
         5_000_000,

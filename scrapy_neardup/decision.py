@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from .config import DedupConfig
 from .fingerprint import Fingerprint, needed_methods
 from .index.base import Earlier
+from .index.records import content_of
 from .methods import counts_terms, decision_order, rank, with_stats
 from .signatures.spotsigs import spots32
 from .verdict import Verdict
@@ -122,8 +123,8 @@ class Decision:
         )
         if on_unconfirmed:
             return dataclasses.replace(verdict, duplicate=False, unconfirmed=True, weak=weak)
-        if weak:
-            verdict = dataclasses.replace(verdict, weak=True)
+        if weak or (best is not None and best[1].comments_apart):
+            verdict = dataclasses.replace(verdict, weak=weak, left_out=best[1].comments_apart)
         if replace is None:  # a new page, or another item of a page's URL
             return verdict
         # "unchanged" only while it stays what it was: a duplicate now admitted is new to the output.
@@ -143,7 +144,7 @@ class Decision:
         index.seen(original, index.clock())
         return Verdict(
             url, earlier.id, True, duplicate_of=original, duplicate_of_url=index.url_of(original),
-            similarity=similarity, method=SAME_URL, content=fp.exact,
+            similarity=similarity, method=SAME_URL, content=content_of(fp),
         )  # fmt: skip
 
     def _first_this_crawl(

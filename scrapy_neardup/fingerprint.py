@@ -10,13 +10,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import xxhash
+
 from .config import DedupConfig
 from .exceptions import SkipPage
 from .methods import ALL, CollectionStats, Fingerprint, Page
 from .signatures._hashing import token_hashes
 from .signatures.exact import raw_hash
 from .signatures.spotsigs import LANGUAGE_VOTES
-from .text import extract_page
+from .text import extract_parts
 from .tokens import detect_languages, words
 
 __all__ = ["Fingerprint", "fingerprint", "needed_methods"]
@@ -55,7 +57,7 @@ def fingerprint(
     wanted = needed_methods(config) if methods is None else methods
     body_hash = raw if raw is not None else raw_hash(body)
     try:
-        text, title = extract_page(body, config.extractor, content_type, config.max_body, config.comments)
+        text, title, comments = extract_parts(body, config.extractor, content_type, config.max_body)
     except SkipPage as skip:
         return Fingerprint(skip_reason=skip.reason, skip_detail=skip.detail, raw_hash=body_hash)
     utf8 = words(text)
@@ -85,6 +87,9 @@ def fingerprint(
             values.update(signed)
     if extra:
         values["extra"] = extra
+    said = words(comments) if comments else []
+    if said:
+        values.update(comment_words=len(said), comment_hash=xxhash.xxh64_intdigest(b" ".join(said)))
     return Fingerprint(
         raw_hash=body_hash,
         token_count=len(utf8),

@@ -68,6 +68,10 @@ class Fingerprint:
     # Signatures of registered methods without a field of their own (``methods.register``):
     # JSON values (ints, strings, lists of them), stored by every index as they are.
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # Readers' comments the extractor found apart from the main text: their words, and a hash of
+    # them (the same comments, or other ones). Stored with ``extra``.
+    comment_words: int = 0
+    comment_hash: int = 0
 
     @property
     def judged(self) -> bool:
@@ -228,9 +232,16 @@ IMATCH = Method(
 # to 180 words) is within it, short distinct pages of one site are not (benchmarks/short_texts.py,
 # docs/quality.md "Short articles").
 SURE_FEW_SPOTS_BITS = 6
-# With NEARDUP_COMMENTS, a match between pages this many words apart (comments of their own)
-# is weak: let through and kept, never dropped.
+# Words of readers' comments a page holds that its match does not that make it a page of its own
+# (NEARDUP_COMMENTS): a comment view of 100 words or more is not a copy of its article.
 COMMENT_WORDS = 100
+
+
+def comments_apart(page: Fingerprint, match: Fingerprint) -> int:
+    """Words of readers' comments ``page`` holds that ``match`` does not (its own, or other ones
+    than ``match``'s): 0 when it holds none, or the same. A page without the comments its match
+    holds is all in it (a print view of an article shown with its comments)."""
+    return 0 if page.comment_hash in (0, match.comment_hash) else page.comment_words
 
 
 def _spotsigs_result(a: Fingerprint, b: Fingerprint, config: Config) -> MethodResult | None:
@@ -254,21 +265,19 @@ def _spotsigs_result(a: Fingerprint, b: Fingerprint, config: Config) -> MethodRe
     # Thin evidence: few spots (unless SimHash all but agrees, as a short text's copy does), or
     # uneven lengths.
     few = small < least and not (distance is not None and distance <= SURE_FEW_SPOTS_BITS)
-    # With comments in the text, one page holding many more words than the other is not its
-    # copy for sure: a comment view of a long article is near it by every measure.
-    commented = config.comments and abs(a.token_count - b.token_count) >= COMMENT_WORDS
-    weak = duplicate and (few or bar > tau or commented)
-    why_weak = _weak_why(a, b, few and (small, least, distance), bar > tau, commented) if weak else ()
+    weak = duplicate and (few or bar > tau)
+    why_weak = _weak_why(a, b, few and (small, least, distance), bar > tau) if weak else ()
     return MethodResult("spotsigs", sim, sim, f"{sim:.3f} Jaccard", threshold, duplicate, weak, why_weak)
 
 
-def _weak_why(a: Fingerprint, b: Fingerprint, few: Any, unequal: bool, commented: bool) -> tuple[str, ...]:
+def _weak_why(a: Fingerprint, b: Fingerprint, few: Any, unequal: bool) -> tuple[str, ...]:
     """What makes a SpotSigs match weak, said to a user (``few``: its spots, the least and the
     SimHash distance, when they are few). Only for a weak match: a check compares many."""
     why = [
         f"few spots ({few[0]}, under {few[1]}, and SimHash {few[2]} bits apart)" if few else "",
-        f"texts of unequal length ({a.token_count} and {b.token_count} tokens)" if unequal else "",
-        f"comments: {abs(a.token_count - b.token_count)} words apart" if commented else "",
+        "texts of unequal length ({} and {} tokens)".format(*sorted((a.token_count, b.token_count)))
+        if unequal
+        else "",
     ]
     return tuple(w for w in why if w)
 

@@ -18,6 +18,8 @@ from .tokens import TOKEN, words
 
 logger = logging.getLogger(__name__)
 
+Extracted = tuple[str | None, str]  # an extractor's main text of a page, and its readers' comments
+
 # Tags are bounded: an unbounded ``[^>]*`` or ``.*?`` retried at each of 100,000 "<title"s is quadratic.
 # A tag this long is looked at for attributes (a data: URI is long too, with few of them).
 HUGE_TAG, MAX_ATTRIBUTES = 65_536, 5_000
@@ -139,34 +141,32 @@ def looks_like_navigation(text: str) -> bool:
     return total > 0 and short >= 0.5 * total
 
 
-def _trafilatura(html: str, fast: bool, comments: bool = False) -> str | None:
+def _trafilatura(html: str, fast: bool) -> Extracted:
     if html.count("<") > MAX_TRAFILATURA_TAGS:  # minutes in trafilatura, a second or two in resiliparse
         try:
-            return _resiliparse(html, comments)
+            return _resiliparse(html)
         except MissingExtraError:
             detail = f"over {MAX_TRAFILATURA_TAGS:,} tags, and no resiliparse"
             raise SkipPage("pathological", detail) from None
     import trafilatura
 
     # Never deduplicate=True: trafilatura would then drop repeated pages on its own, unrecorded.
-    options = {
-        "include_comments": comments,
-        "include_tables": True,
-        "deduplicate": False,
-        "output_format": "txt",
-    }
-    text = trafilatura.extract(html, fast=fast, **options)
-    if text and looks_like_navigation(text):
+    # Its comments come apart from the main text, in the same pass (its own default keeps them).
+    options = {"include_comments": True, "include_tables": True, "deduplicate": False}
+    doc = trafilatura.bare_extraction(html, fast=fast, **options)
+    if doc is not None and doc.text and looks_like_navigation(doc.text):
         # On a page with (almost) no content of its own - a stub, a "this page has moved" -
         # trafilatura returns the site's menus, and two such pages of a site would match on
         # their template alone. Its precision mode keeps the little real text there is.
-        text = trafilatura.extract(html, fast=fast, favor_precision=True, **options)
-    return text
+        doc = trafilatura.bare_extraction(html, fast=fast, favor_precision=True, **options)
+    return (doc.text or None, doc.comments or "") if doc is not None else (None, "")
 
 
 # resiliparse leaves out what trafilatura does (post meta, figures and their captions, and comments
 # unless asked for): a page's copy under another template does not carry them.
 _RESILIPARSE_SKIP = ("figure", "figcaption", "[class*=caption]", "[id*=caption]")
+# An element whose class or id names comments: resiliparse finds comment sections by these.
+_COMMENT_MARKUP = re.compile(r"""\b(?:class|id)\s*=\s*["']?[^"'>]{0,200}comment""", re.IGNORECASE)
 # The ``auto`` extractor: pages with more elements than this go to resiliparse; a fast-mode text
 # with less than this share of the page's visible words is taken again in the full mode.
 LARGE_PAGE, MISSED_SHARE = 1500, 0.1
@@ -182,23 +182,24 @@ def _resiliparse_module() -> Any:
     return html2text, parse_html
 
 
-def _resiliparse(html: Any, comments: bool = False) -> str | None:
-    """resiliparse's main content of a page (a string or a tree it parsed), with its comment
-    sections when ``comments``."""
+def _resiliparse(html: Any, source: str | None = None) -> Extracted:
+    """resiliparse's main content of a page (a string, or a tree it parsed from ``source``), and
+    its comment sections: the lines its extraction with comments adds, taken only where the
+    page's markup names comments (a second extraction)."""
     html2text, _ = _resiliparse_module()
-    return html2text.extract_plain_text(
-        html,
-        main_content=True,
-        preserve_formatting=True,
-        alt_texts=False,
-        list_bullets=False,
-        comments=comments,
-        post_meta=False,
-        skip_elements=_RESILIPARSE_SKIP,
-    )
+    options = {
+        "main_content": True, "preserve_formatting": True, "alt_texts": False, "list_bullets": False,
+        "post_meta": False, "skip_elements": _RESILIPARSE_SKIP,
+    }  # fmt: skip
+    text = html2text.extract_plain_text(html, comments=False, **options)
+    if not _COMMENT_MARKUP.search(source if source is not None else html):
+        return text, ""
+    with_comments = html2text.extract_plain_text(html, comments=True, **options)
+    own = set(text.splitlines())
+    return text, "\n".join(line for line in with_comments.splitlines() if line not in own)
 
 
-def _auto(html: str, comments: bool = False) -> str | None:
+def _auto(html: str) -> Extracted:
     """trafilatura's fast mode on a page of usual size, resiliparse on a large one.
 
     trafilatura's time grows faster than the page's element count, resiliparse's with it; on a
@@ -211,20 +212,22 @@ def _auto(html: str, comments: bool = False) -> str | None:
     try:
         html2text, parse_html = _resiliparse_module()
     except MissingExtraError:  # no wheel for this platform (musl, Windows on ARM): trafilatura alone
-        return _trafilatura(html, True, comments) or _trafilatura(html, False, comments)
+        fast = _trafilatura(html, True)
+        return fast if fast[0] else _trafilatura(html, False)
     tree = parse_html.HTMLTree.parse(html)
     if tree.body is not None and len(tree.body.query_selector_all("*")) > LARGE_PAGE:
-        return _resiliparse(tree, comments)
-    text = _trafilatura(html, True, comments)
+        return _resiliparse(tree, html)
+    extracted = _trafilatura(html, True)
     visible = html2text.extract_plain_text(tree, alt_texts=False, list_bullets=False)
-    if not text or len(words(text)) < MISSED_SHARE * len(words(visible)):
-        text = _trafilatura(html, False, comments) or text
-    return text or _resiliparse(tree, comments)
+    if not extracted[0] or len(words(extracted[0])) < MISSED_SHARE * len(words(visible)):
+        full = _trafilatura(html, False)
+        extracted = full if full[0] else extracted
+    return extracted if extracted[0] else _resiliparse(tree, html)
 
 
-def _plain(html: str, comments: bool = False) -> str | None:
-    """All visible text: the document without head, scripts, styles and templates (comments
-    included either way)."""
+def _plain(html: str) -> Extracted:
+    """All visible text: the document without head, scripts, styles and templates (readers'
+    comments in it, none apart)."""
     import lxml.html
     from lxml import etree
 
@@ -233,20 +236,20 @@ def _plain(html: str, comments: bool = False) -> str | None:
     try:
         root = lxml.html.document_fromstring(html.encode("utf-8", errors="replace"), parser=parser)
     except (etree.ParserError, ValueError):
-        return None
+        return None, ""
     for node in root.xpath("//head|//script|//style|//noscript|//template|//svg"):
         node.drop_tree()
-    return "\n".join(part.strip() for part in root.itertext() if part.strip())
+    return "\n".join(part.strip() for part in root.itertext() if part.strip()), ""
 
 
-def _text(text: str, comments: bool = False) -> str | None:
-    return text
+def _text(text: str) -> Extracted:
+    return text, ""
 
 
-# Each takes the page, and ``comments=True`` when readers' comments count as its content.
-EXTRACTOR_FUNCS: dict[str, Callable[..., str | None]] = {
-    "trafilatura": lambda html, comments=False: _trafilatura(html, False, comments),
-    "trafilatura-fast": lambda html, comments=False: _trafilatura(html, True, comments),
+# Each takes the page and gives its main text and, apart, the readers' comments it found.
+EXTRACTOR_FUNCS: dict[str, Callable[[str], Extracted]] = {
+    "trafilatura": lambda html: _trafilatura(html, False),
+    "trafilatura-fast": lambda html: _trafilatura(html, True),
     "resiliparse": _resiliparse,
     "auto": _auto,
     "plain": _plain,
@@ -361,10 +364,20 @@ def extract_page(
     extractor: str = "trafilatura",
     content_type: str | None = None,
     max_body: int = 5_000_000,
-    comments: bool = False,
 ) -> tuple[str, str]:
-    """(main text, title) of a page; raises ``SkipPage`` like ``main_text``. With ``comments``,
-    the comment sections the extractor finds are part of the text (NEARDUP_COMMENTS)."""
+    """(main text, title) of a page; raises ``SkipPage`` like ``main_text``."""
+    return extract_parts(body, extractor, content_type, max_body)[:2]
+
+
+def extract_parts(
+    body: bytes | str,
+    extractor: str = "trafilatura",
+    content_type: str | None = None,
+    max_body: int = 5_000_000,
+) -> tuple[str, str, str]:
+    """(main text, title, readers' comments) of a page: the comment sections the extractor finds
+    are never part of the main text, and are given apart ("" when none); raises ``SkipPage``
+    like ``main_text``."""
     size = len(body) if isinstance(body, bytes) else len(body.encode("utf-8", errors="replace"))
     if size > max_body:
         raise SkipPage("too_large", f"{size} bytes > max_body {max_body}")
@@ -382,7 +395,7 @@ def extract_page(
         raise SkipPage("pathological", f"elements nested more than {MAX_DEPTH:,} deep")
     func = EXTRACTOR_FUNCS[extractor]
     try:
-        text = func(body, comments=True) if comments else func(body)  # one of the html alone still fits
+        text, comments = func(body)
     except (MissingExtraError, SkipPage):
         raise
     except Exception as exc:  # an extractor bug on one page must not stop the crawl
@@ -391,8 +404,8 @@ def extract_page(
     if not text or not text.strip():
         raise SkipPage("no_text", f"{extractor} found no main text")
     if extractor == "text":
-        return text, ""
-    return drop_repeated_lines(text), page_title(body)
+        return text, "", ""
+    return drop_repeated_lines(text), page_title(body), comments
 
 
 def drop_repeated_lines(text: str, min_chars: int = 30) -> str:

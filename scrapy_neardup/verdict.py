@@ -32,6 +32,10 @@ class Verdict:
     # The exact hash of the page's main text (None: not computed). Pages of one text are one
     # content, though a near match may have put them in two clusters (``duplicate_of``).
     content: int | None = None
+    # Words of readers' comments (left out of the main text) in which the page and its match
+    # differ, when they are a copy all the same (NEARDUP_COMMENTS off): URL rules learn nothing
+    # from the pair.
+    left_out: int = 0
 
     @property
     def judged(self) -> bool:

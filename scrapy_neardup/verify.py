@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .config import DedupConfig
-from .methods import BY_NAME, Fingerprint, MethodResult, decision_order
+from .methods import BY_NAME, COMMENT_WORDS, Fingerprint, MethodResult, comments_apart, decision_order
 
 __all__ = ["Comparison", "MethodResult", "compare", "method_result"]
 
@@ -23,6 +23,10 @@ class Comparison:
     method: str | None
     similarity: float | None
     weak: bool = False  # the deciding method matched on thin evidence (MethodResult.weak)
+    # Readers' comments ``a`` holds that ``b`` does not, in words, when there are COMMENT_WORDS or
+    # more: with NEARDUP_COMMENTS the pair is no copy (``duplicate`` is False); without, a copy
+    # that differs by text the extractor left out.
+    comments_apart: int = 0
 
 
 def method_result(method: str, a: Fingerprint, b: Fingerprint, config: DedupConfig) -> MethodResult | None:
@@ -35,10 +39,12 @@ def method_result(method: str, a: Fingerprint, b: Fingerprint, config: DedupConf
 def compare(
     a: Fingerprint, b: Fingerprint, config: DedupConfig, methods: tuple[str, ...] | None = None
 ) -> Comparison:
-    """Compare two judged fingerprints; ``methods`` limits which results are computed (default: all).
+    """Compare two judged fingerprints, ``a`` met after ``b`` (``methods`` limits which results are
+    computed, default: all).
 
     The verdict uses only ``config.methods``: the first of them, in precision order, that
-    calls the pair a duplicate.
+    calls the pair a duplicate; with ``config.comments``, ``a`` is no copy of ``b`` when it holds
+    COMMENT_WORDS or more words of readers' comments that ``b`` does not, whatever the methods say.
     """
     results: dict[str, MethodResult] = {}
     order = decision_order()
@@ -46,8 +52,12 @@ def compare(
         result = method_result(method, a, b, config)
         if result is not None:
             results[method] = result
+    apart = comments_apart(a, b)
+    apart = apart if apart >= COMMENT_WORDS else 0
     for method in order:
         result = results.get(method)
         if method in config.methods and result is not None and result.duplicate:
-            return Comparison(results, True, method, result.similarity, result.weak)
-    return Comparison(results, False, None, None)
+            if apart and config.comments:
+                break
+            return Comparison(results, True, method, result.similarity, result.weak, apart)
+    return Comparison(results, False, None, None, comments_apart=apart)

@@ -38,11 +38,14 @@ class QuietHandler(SimpleHTTPRequestHandler):
 
 
 @contextlib.contextmanager
-def serve(directory: Path, on_request: Callable[[str], None] | None = None) -> Iterator[str]:
+def serve(
+    directory: Path, on_request: Callable[[str], None] | None = None, handler: type = QuietHandler
+) -> Iterator[str]:
     """A real HTTP server on 127.0.0.1 (a free port) serving ``directory``; yields its base URL.
-    ``on_request`` is told the path of every request it answers."""
+    ``on_request`` is told the path of every request it answers; ``handler``: a QuietHandler
+    of the test's own."""
     told = staticmethod(on_request) if on_request else None
-    handler = type("Handler", (QuietHandler,), {"on_request": told})
+    handler = type("Handler", (handler,), {"on_request": told})
     server = ThreadingHTTPServer(("127.0.0.1", 0), partial(handler, directory=str(directory)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -115,4 +115,4 @@ def test_compare_names_what_makes_a_match_uncertain(tmp_path, capsys):
     result = run_json(capsys, str(whole), str(part), *flags)
     assert result["duplicate"] is True
     assert result["crawl"]["decision"] == "uncertain"
-    assert "texts of unequal length (1500 and 1000 tokens)" in result["crawl"]["why"]
+    assert "texts of unequal length (1000 and 1500 tokens)" in result["crawl"]["why"]

@@ -277,3 +277,27 @@ def test_skipped_requests_and_tag_modes_would_be_skips_read_back_apart(open_dete
     assert index.claim_url_skips([skip]) == [skip] and index.claim_url_skips([skip]) == []  # once
     assert index.url_skip_counts() == {rule: (1, 1)} and index.url_skips([rule]) == []
     assert [row[2] for row in index.url_skipped()] == [True, None]
+
+
+def test_a_pages_comments_are_stored_and_read_back(open_detector, aeb_pages, aeb_truth):
+    """Every backend keeps a page's comments (their words and hash): a comment view met after its
+    article is no copy of it, the view met again under another URL is one, and so is a page
+    without the comments (a print view) met after the view."""
+    from comment_pages import comment_sentences, with_comments
+
+    key = next(k for k in sorted(aeb_pages) if k.startswith("04a6711c"))
+    article = aeb_pages[key].decode("utf-8", "replace")
+    bodies = [page["articleBody"] for k, page in sorted(aeb_truth.items()) if k != key]
+    view = with_comments(article, comment_sentences(bodies, 200))
+    detector = open_detector(DedupConfig())
+    first = detector.check("http://a.example/story", article)
+    own = detector.check("http://a.example/story?view=comments", view)
+    assert not first.duplicate and not own.duplicate and detector.index.get(own.doc_id)["status"] == "unique"
+    again = detector.check(
+        "http://b.example/story?view=comments", view.replace("<body", "<body class='b'", 1)
+    )
+    assert (again.duplicate, again.duplicate_of, again.method) == (True, own.doc_id, "exact")
+    fresh = open_detector(DedupConfig(), "second.db")
+    fresh.check("http://a.example/story?view=comments", view)
+    printed = fresh.check("http://a.example/print/story", article.replace("<body", "<body class='p'", 1))
+    assert printed.duplicate and printed.method == "exact"

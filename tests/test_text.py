@@ -15,6 +15,7 @@ from scrapy_neardup.text import (
     EXTRACTOR_FUNCS,
     decode,
     drop_repeated_lines,
+    extract_parts,
     looks_binary,
     main_text,
     page_title,
@@ -82,7 +83,7 @@ def test_plain_keeps_boilerplate_but_trafilatura_drops_it():
     assert "Copyright 2026" not in main_text(ARTICLE, "trafilatura")
 
 
-def test_resiliparse_leaves_out_captions_and_comments_as_trafilatura_does():
+def test_resiliparse_and_trafilatura_give_comments_apart_and_leave_out_captions():
     page = ARTICLE.replace(
         "</article>",
         "<figure><img src='a.jpg'><figcaption>The pier at dawn, photographed by a reader</figcaption>"
@@ -90,11 +91,13 @@ def test_resiliparse_leaves_out_captions_and_comments_as_trafilatura_does():
         "<section class='comments'><h2>Comments</h2><div class='comment'><p>Great news for the town, "
         "I remember the storm and the damage it did to every pier.</p></div></section>",
     )
-    for extractor in ("resiliparse", "trafilatura"):
-        text = main_text(page, extractor)
+    for extractor in ("resiliparse", "trafilatura", "auto"):
+        text, _, comments = extract_parts(page, extractor)
         assert "harbour of the old town was reopened" in text
         assert "photographed by a reader" not in text and "Boats waiting" not in text
-        assert "I remember the storm" not in text
+        assert "I remember the storm" not in text and "I remember the storm" in comments
+        assert "harbour of the old town" not in comments
+        assert extract_parts(ARTICLE, extractor)[2] == ""
 
 
 def large(page: str, elements: int) -> str:
@@ -109,13 +112,13 @@ def test_auto_sends_large_pages_to_resiliparse(monkeypatch, elements, expected):
     called = []
     trafilatura, resiliparse = text_module._trafilatura, text_module._resiliparse
 
-    def spy_trafilatura(html, fast, comments=False):
+    def spy_trafilatura(html, fast):
         called.append("trafilatura-fast" if fast else "trafilatura")
-        return trafilatura(html, fast, comments)
+        return trafilatura(html, fast)
 
-    def spy_resiliparse(html, comments=False):
+    def spy_resiliparse(html, source=None):
         called.append("resiliparse")
-        return resiliparse(html, comments)
+        return resiliparse(html, source)
 
     monkeypatch.setattr(text_module, "LARGE_PAGE", 1000)
     monkeypatch.setattr(text_module, "_trafilatura", spy_trafilatura)
@@ -131,9 +134,9 @@ def test_auto_takes_the_full_mode_when_the_fast_mode_misses_the_article(monkeypa
     modes = []
     trafilatura = text_module._trafilatura
 
-    def teasers_when_fast(html, fast, comments=False):
+    def teasers_when_fast(html, fast):
         modes.append(fast)
-        return "Harbour news. Read more" if fast else trafilatura(html, fast)
+        return ("Harbour news. Read more", "") if fast else trafilatura(html, fast)
 
     monkeypatch.setattr(text_module, "_trafilatura", teasers_when_fast)
     assert "harbour of the old town was reopened" in main_text(ARTICLE, "auto")
@@ -143,7 +146,7 @@ def test_auto_takes_the_full_mode_when_the_fast_mode_misses_the_article(monkeypa
 def test_auto_falls_back_to_resiliparse_when_trafilatura_finds_nothing(monkeypatch):
     from scrapy_neardup import text as text_module
 
-    monkeypatch.setattr(text_module, "_trafilatura", lambda html, fast, comments=False: None)
+    monkeypatch.setattr(text_module, "_trafilatura", lambda html, fast: (None, ""))
     assert "harbour of the old town was reopened" in main_text(ARTICLE, "auto")
 
 

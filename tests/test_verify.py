@@ -118,16 +118,22 @@ def test_a_few_spots_match_is_strong_when_simhash_all_but_agrees():
     assert weak.duplicate and weak.method == "spotsigs" and weak.weak
 
 
-def test_with_comments_a_page_of_many_more_words_is_no_sure_copy():
-    """NEARDUP_COMMENTS: a long article and its comment view (the article and 577 words of
-    comments) match, weakly: the comment view is kept, and so is the article met after it."""
+def test_a_page_with_comments_of_its_own_is_no_copy_unless_comments_are_off():
+    """NEARDUP_COMMENTS (on by default): a comment view (the article's main text and 577 words of
+    readers' comments) met after its article is no copy of it; off, an exact copy that differs
+    by text the extractor left out (``comments_apart``). Under 100 words, the same comments, or
+    a page without the comments its match holds (a print view): a copy."""
     from scrapy_neardup.methods import COMMENT_WORDS
 
-    shared = list(range(100, 500))
-    article = dataclasses.replace(BASE, exact=2, token_count=2405, spots=spots(*shared))
-    view = dataclasses.replace(BASE, exact=3, token_count=2405 + 577, spots=spots(*shared, *range(900, 990)))
-    off, on = compare(article, view, DedupConfig()), compare(article, view, DedupConfig(comments=True))
-    assert off.duplicate and not off.weak  # comments off: the comment view is a copy
-    assert on.duplicate and on.weak
-    close = dataclasses.replace(view, token_count=2405 + COMMENT_WORDS - 1)
-    assert not compare(article, close, DedupConfig(comments=True)).weak  # a few comments: a copy
+    article = dataclasses.replace(BASE, exact=2, token_count=2405, spots=spots(*range(100, 500)))
+    view = dataclasses.replace(article, comment_words=577, comment_hash=7)
+    on, off = compare(view, article, DedupConfig()), compare(view, article, DedupConfig(comments=False))
+    assert not on.duplicate and on.comments_apart == 577
+    assert off.duplicate and off.method == "exact" and off.comments_apart == 577
+    few = dataclasses.replace(view, comment_words=COMMENT_WORDS - 1)
+    near = compare(few, article, DedupConfig())
+    assert near.duplicate and not near.comments_apart
+    other = dataclasses.replace(view, comment_hash=8)  # other comments of as many words
+    assert not compare(other, view, DedupConfig()).duplicate
+    assert compare(dataclasses.replace(view), view, DedupConfig()).duplicate  # the same comments
+    assert compare(article, view, DedupConfig()).duplicate  # all of it is in the comment view

@@ -210,8 +210,10 @@ class UrlRules:
         # the page it resembles: evidence pairs it with its own copies only.
         same = verdict.duplicate_of is not None and not (verdict.duplicate and not self.sure(verdict))
         cluster: int | None = verdict.duplicate_of if same else verdict.doc_id
-        if verdict.revisit == "unchanged":
-            cluster = None  # the same as its own earlier version says nothing of other pages
+        if verdict.revisit == "unchanged" or verdict.left_out:
+            # The same as its own earlier version says nothing of other pages; nor does a copy
+            # that differs by text the extractor left out (its comments): unknown, not the same.
+            cluster = None
         cluster = self.model.cluster_of_text(verdict.content, cluster)
         changes: dict[RuleKey, list[int]] = {}
         harmless: set[RuleKey] = set()

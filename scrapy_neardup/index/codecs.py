@@ -101,6 +101,8 @@ def listed_spots(blobs: list[bytes]) -> tuple[np.ndarray, np.ndarray, list[int]]
 
 # The fields a candidate is verified with, in the order of ``SIGNATURE_COLUMNS``: the ones every
 # index keeps, then each method's own (``methods.STORED_FIELDS``), then the page's.
+COMMENTS = "_comments"  # a page's readers' comments in its stored ``extra``: [words, hash]
+
 SIGNATURE_FIELDS = (
     "id", "exact", "simhash", "spot_size", "spots", *(s.field for s in STORED_FIELDS), "tokens", "language",
     "extra",
@@ -131,7 +133,7 @@ def row_fingerprint(row: tuple) -> Fingerprint:
         simhash=unsigned(sim) if sim is not None else None,
         spots=blob_spots(spots),
         **{s.field: s.decode(v) for s, v in zip(STORED_FIELDS, own, strict=True) if v is not None},
-        extra=_extra(extra),
+        **_extra(extra),
     )  # fmt: skip
 
 
@@ -162,12 +164,23 @@ def _of(value: object, kind: type) -> bool:
 
 
 def _extra(extra: str | None) -> dict:
+    """The Fingerprint fields of a stored ``extra``: the registered methods' signatures, and the
+    page's comments."""
     found = json.loads(extra) if extra else {}
     if not isinstance(found, dict):
         raise ValueError("registered methods' signatures that are not an object")
-    return found
+    comments = found.pop(COMMENTS, None)
+    if comments is None:
+        return {"extra": found}
+    if not (
+        isinstance(comments, list) and len(comments) == 2 and all(type(n) is int and n >= 0 for n in comments)
+    ):
+        raise ValueError("a page's comments stored as another value than two counts")
+    return {"extra": found, "comment_words": comments[0], "comment_hash": comments[1]}
 
 
-def extra_json(extra: dict) -> str | None:
-    """The registered methods' signatures as stored (None when there are none)."""
+def extra_json(fp: Fingerprint) -> str | None:
+    """What a page's record keeps in its ``extra`` field (None when nothing): the registered
+    methods' signatures, and its readers' comments' words and hash (``COMMENTS``)."""
+    extra = {**fp.extra, COMMENTS: [fp.comment_words, fp.comment_hash]} if fp.comment_words else fp.extra
     return json.dumps(extra, sort_keys=True) if extra else None

@@ -6,6 +6,8 @@ import dataclasses
 import time
 from typing import Any
 
+import xxhash
+
 from ..methods import STORED_FIELDS, Fingerprint
 from ..text import storable
 from ..verdict import Verdict
@@ -43,7 +45,7 @@ def stored_row(
         # A duplicate's spots are never loaded again: its Jaccard is recorded already.
         "spots": spots_blob(spots) if status == "unique" and len(spots) else None,
         **{stored.field: stored.encode(getattr(fp, stored.field)) for stored in STORED_FIELDS},
-        "extra": extra_json(fp.extra), "run": run, "url_key": key,
+        "extra": extra_json(fp), "run": run, "url_key": key,
     }  # fmt: skip
 
 
@@ -52,8 +54,16 @@ def verdict_of(url: str, doc_id: int, fp: Fingerprint, match: Match | None, of_u
     return Verdict(
         url=url, doc_id=doc_id, duplicate=bool(match), skip_reason=fp.skip_reason,
         duplicate_of=match[0] if match else None, duplicate_of_url=of_url,
-        similarity=match[1] if match else None, method=match[2] if match else None, content=fp.exact,
+        similarity=match[1] if match else None, method=match[2] if match else None, content=content_of(fp),
     )  # fmt: skip
+
+
+def content_of(fp: Fingerprint) -> int | None:
+    """A page's content as one number: the exact hash of its main text, with its readers'
+    comments' hash when it has comments (a comment view is other content than its article)."""
+    if fp.exact is None or not fp.comment_words:
+        return fp.exact
+    return xxhash.xxh64_intdigest(fp.exact.to_bytes(16, "big") + fp.comment_hash.to_bytes(8, "big"))
 
 
 def earlier_of(rows: list[tuple[int, str, Any, Any, Any]], many: bool, runs: Runs) -> Earlier | None:
