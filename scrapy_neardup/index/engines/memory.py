@@ -160,6 +160,10 @@ class MemoryIndex(Ledger):
     def __init__(self, config: DedupConfig) -> None:
         super().__init__(MemoryEngine(), config)
 
+    def at_once(self) -> contextlib.AbstractContextManager[None]:
+        """Every work answers at once: nothing to wait for (``lanes.Lanes``)."""
+        return contextlib.nullcontext()
+
     @classmethod
     def from_spec(cls, spec: IndexSpec, config: DedupConfig) -> MemoryIndex:
         return cls(config)

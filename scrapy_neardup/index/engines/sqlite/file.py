@@ -37,6 +37,11 @@ STATEMENT_CACHE = 1024
 LOCK_NOTICE = 5.0
 
 
+def is_busy(exc: BaseException) -> bool:
+    """Whether SQLite refused for a lock another connection holds."""
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc))
+
+
 class IndexFile:
     """The connection to an index file, checked against ``config`` when opened."""
 
@@ -127,6 +132,17 @@ class IndexFile:
             if self.db.in_transaction:
                 self.db.execute("ROLLBACK")
 
+    @contextlib.contextmanager
+    def impatient(self) -> Iterator[None]:
+        """Statements that wait for no other process's lock: SQLite's "database is locked" at once."""
+        self.db.execute("PRAGMA busy_timeout = 0")
+        timeout, self._timeout = self._timeout, 0.0
+        try:
+            yield
+        finally:
+            self._timeout = timeout
+            self.db.execute(f"PRAGMA busy_timeout = {int(min(timeout, LOCK_NOTICE) * 1000)}")
+
     # --- transactions ---------------------------------------------------------------------
 
     def _begin(self) -> None:
@@ -138,7 +154,7 @@ class IndexFile:
                 return
             except sqlite3.OperationalError as exc:
                 waited = time.monotonic() - started
-                if ("locked" not in str(exc) and "busy" not in str(exc)) or waited >= self._timeout:
+                if not is_busy(exc) or waited >= self._timeout:
                     raise
                 logger.warning(
                     "%s is locked by another process; waited %.0f s of %.0f for it", self.path, waited,

@@ -7,15 +7,18 @@ The ledger over the SQLite engine (``engine``), which searches with the file's o
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ....config import DedupConfig
-from ....exceptions import IndexFileError
+from ....exceptions import IndexFailure, IndexFileError
+from ...lanes import WouldWait
 from ...ledger import Ledger
 from .engine import SQLiteEngine
-from .file import IndexFile
+from .file import IndexFile, is_busy
 from .opening import damage_advice, file_bytes, holds_index, no_index_file, stored_config, unusable
 from .spots import SpotLists
 
@@ -43,6 +46,19 @@ class SQLiteIndex(Ledger):
             )
         super().__init__(engine, config)
         self.engine: SQLiteEngine = engine
+
+    @contextlib.contextmanager
+    def at_once(self) -> Iterator[None]:
+        """Work that waits for no other process (``lanes.Lanes``): ``WouldWait`` instead where the
+        file is locked, before anything is written (the lock is the write transaction's first
+        step; a reader of a WAL file waits for nothing)."""
+        try:
+            with self.file.impatient():
+                yield
+        except (sqlite3.OperationalError, IndexFailure) as exc:
+            if is_busy(exc.cause if isinstance(exc, IndexFailure) else exc):
+                raise WouldWait(str(self.path)) from None
+            raise
 
     @property
     def db(self) -> sqlite3.Connection:
