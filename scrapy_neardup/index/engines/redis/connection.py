@@ -18,7 +18,7 @@ from ....config import DedupConfig
 from ....exceptions import IndexFileError
 from ... import schema
 from ...base import Conflict
-from ...stores import KINDS, MAPS
+from ...stores import KINDS, MAPS, ORDERS
 from . import spots as redis_spots
 from .replies import reply_count, reply_int, reply_text
 from .spots import MARK
@@ -79,7 +79,7 @@ KEY_TYPES = {
     **{kind.counter: b"string" for kind in KINDS.values() if kind.counter},
     **{store.redis: b"hash" for store in MAPS.values() if not store.marks}, "classes": b"hash",
     **{kind.listing: b"zset" if kind.ordered else b"set" for kind in KINDS.values() if kind.listing},
-    "spotted": b"set",
+    **{f"rank:{order.name}": b"zset" for order in ORDERS.values()}, "spotted": b"set",
 }  # fmt: skip
 # A missing key's reply to each read ``ReadsAsMissing`` answers for.
 _MISSING: dict[str, Callable[..., Any]] = {

@@ -25,8 +25,8 @@ from ....exceptions import IndexFileError, MissingExtraError
 from ... import schema
 from ...ledger import Ledger
 from ...location import fit_key_prefix, safe_url
-from ...stores import KINDS, MAPS, SETS
-from .connection import MARK, ReadsAsMissing, unlink_keys, unreachable
+from ...stores import MAPS, SETS
+from .connection import KEY_TYPES, MARK, ReadsAsMissing, unlink_keys, unreachable
 from .engine import KEYS, RedisEngine
 from .replies import reply_text
 
@@ -39,11 +39,7 @@ except ImportError:  # pragma: no cover - the extra is missing
     redis = None
 
 # The index's keys: single ones, and kinds with one key an id or value (``<prefix>:<kind>:...``).
-OWN_KEYS = (
-    "spotted", "classes", *(store.redis for store in MAPS.values()),
-    *(kind.listing for kind in KINDS.values() if kind.listing),
-    *(kind.counter for kind in KINDS.values() if kind.counter),
-)  # fmt: skip
+OWN_KEYS = (*KEY_TYPES, *(store.redis for store in MAPS.values() if store.marks))
 OWN_KINDS = ("sl", *KEYS.values(), *(store.redis for store in SETS.values()))
 
 
