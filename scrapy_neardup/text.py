@@ -7,6 +7,7 @@ reason instead of an arbitrary exception, so a crawl never dies for one page.
 
 from __future__ import annotations
 
+import copy
 import logging
 import re
 from collections.abc import Callable
@@ -149,23 +150,54 @@ def _trafilatura(html: str, fast: bool) -> Extracted:
             detail = f"over {MAX_TRAFILATURA_TAGS:,} tags, and no resiliparse"
             raise SkipPage("pathological", detail) from None
     import trafilatura
+    from trafilatura.utils import load_html
 
+    tree = load_html(html)  # one parse for the comments and the text (which it may change)
+    if tree is None:
+        return None, ""
+    comments = readers_comments(tree) if _COMMENT_MARKUP.search(html) else ""
     # Never deduplicate=True: trafilatura would then drop repeated pages on its own, unrecorded.
-    # Its comments come apart from the main text, in the same pass (its own default keeps them).
-    options = {"include_comments": True, "include_tables": True, "deduplicate": False}
-    doc = trafilatura.bare_extraction(html, fast=fast, **options)
-    if doc is not None and doc.text and looks_like_navigation(doc.text):
+    options = {
+        "include_comments": False,
+        "include_tables": True,
+        "deduplicate": False,
+        "output_format": "txt",
+    }
+    text = trafilatura.extract(tree, fast=fast, **options)
+    if text and looks_like_navigation(text):
         # On a page with (almost) no content of its own - a stub, a "this page has moved" -
         # trafilatura returns the site's menus, and two such pages of a site would match on
         # their template alone. Its precision mode keeps the little real text there is.
-        doc = trafilatura.bare_extraction(html, fast=fast, favor_precision=True, **options)
-    return (doc.text or None, doc.comments or "") if doc is not None else (None, "")
+        text = trafilatura.extract(html, fast=fast, favor_precision=True, **options)
+    return text, comments
+
+
+def readers_comments(tree: Any) -> str:
+    """The text of a page's readers' comments (an lxml tree): the first section trafilatura's own
+    rules call comments (by id and class), without what they leave out of one (reply forms,
+    links); not one that holds the article itself (an ``article``, ``main`` or ``h1``). The
+    main text is extracted with comments left out; this is the text it left out as comments."""
+    from trafilatura.xpaths import COMMENTS_DISCARD_XPATH, COMMENTS_XPATH
+
+    for find in COMMENTS_XPATH:
+        for section in find(tree):
+            if section.xpath(".//article|.//main|.//h1"):
+                continue
+            section = copy.deepcopy(section)
+            for discard in COMMENTS_DISCARD_XPATH:
+                for node in discard(section):
+                    if node.getparent() is not None:
+                        node.drop_tree()
+            text = "\n".join(part.strip() for part in section.itertext() if part.strip())
+            if text:
+                return text
+    return ""
 
 
 # resiliparse leaves out what trafilatura does (post meta, figures and their captions, and comments
 # unless asked for): a page's copy under another template does not carry them.
 _RESILIPARSE_SKIP = ("figure", "figcaption", "[class*=caption]", "[id*=caption]")
-# An element whose class or id names comments: resiliparse finds comment sections by these.
+# An element whose class or id names comments: a page without one has no comment section.
 _COMMENT_MARKUP = re.compile(r"""\b(?:class|id)\s*=\s*["']?[^"'>]{0,200}comment""", re.IGNORECASE)
 # The ``auto`` extractor: pages with more elements than this go to resiliparse; a fast-mode text
 # with less than this share of the page's visible words is taken again in the full mode.
@@ -184,19 +216,19 @@ def _resiliparse_module() -> Any:
 
 def _resiliparse(html: Any, source: str | None = None) -> Extracted:
     """resiliparse's main content of a page (a string, or a tree it parsed from ``source``), and
-    its comment sections: the lines its extraction with comments adds, taken only where the
-    page's markup names comments (a second extraction)."""
+    its readers' comments (``readers_comments``, where the page's markup names comments)."""
     html2text, _ = _resiliparse_module()
-    options = {
-        "main_content": True, "preserve_formatting": True, "alt_texts": False, "list_bullets": False,
-        "post_meta": False, "skip_elements": _RESILIPARSE_SKIP,
-    }  # fmt: skip
-    text = html2text.extract_plain_text(html, comments=False, **options)
-    if not _COMMENT_MARKUP.search(source if source is not None else html):
+    text = html2text.extract_plain_text(
+        html, main_content=True, preserve_formatting=True, alt_texts=False, list_bullets=False,
+        comments=False, post_meta=False, skip_elements=_RESILIPARSE_SKIP,
+    )  # fmt: skip
+    page = source if source is not None else html
+    if not isinstance(page, str) or not _COMMENT_MARKUP.search(page):
         return text, ""
-    with_comments = html2text.extract_plain_text(html, comments=True, **options)
-    own = set(text.splitlines())
-    return text, "\n".join(line for line in with_comments.splitlines() if line not in own)
+    from trafilatura.utils import load_html
+
+    tree = load_html(page)
+    return text, readers_comments(tree) if tree is not None else ""
 
 
 def _auto(html: str) -> Extracted:
