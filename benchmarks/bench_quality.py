@@ -64,7 +64,7 @@ from scrapy_neardup.config import EXTRACTORS as ALL_EXTRACTORS
 from scrapy_neardup.config import PRESETS, DedupConfig
 from scrapy_neardup.exceptions import SkipPage
 from scrapy_neardup.fingerprint import Fingerprint, fingerprint
-from scrapy_neardup.methods import decision_order
+from scrapy_neardup.methods import SURE_FEW_SPOTS_BITS, SURE_FEW_SPOTS_JACCARD, decision_order
 from scrapy_neardup.signatures.minhash import band_keys
 from scrapy_neardup.text import extract_page
 from scrapy_neardup.tokens import tokenize
@@ -322,12 +322,16 @@ def method_similarity(view: View, method: str) -> np.ndarray:
 
 def weak_matrix(view: View, method: str, config: DedupConfig) -> np.ndarray:
     """Pairs whose match by ``method`` would be weak (``MethodResult.weak``): SpotSigs over fewer
-    than min_spots spots, or of texts of unequal length under the higher bar."""
+    than min_spots spots (unless SimHash all but agrees, or all but every spot is shared), or of
+    texts of unequal length under the higher bar."""
     n = len(view.fps)
     if method != "spotsigs":
         return np.zeros((n, n), dtype=bool)
     sizes = np.array([fp.spots.size for fp in view.fps], dtype=np.int64)
     few = np.minimum(sizes[:, None], sizes[None, :]) < config.spotsigs_min_spots
+    few &= ~(view.simhash() <= SURE_FEW_SPOTS_BITS) & ~(
+        method_similarity(view, method) >= SURE_FEW_SPOTS_JACCARD
+    )
     tokens = view.tokens.astype(np.float64)
     longer = np.maximum.outer(tokens, tokens)
     uneven = np.minimum.outer(tokens, tokens) < config.spotsigs_length_ratio * longer
@@ -549,8 +553,11 @@ def cross_check(bench: Bench, name: str, config: DedupConfig, samples: int = 400
     """Check the matrices against ``verify.compare`` on labelled and random pairs; returns pairs checked.
 
     Fingerprints are recomputed from the page bodies with ``config`` itself, so this also checks
-    that extracting once and fingerprinting the text gives what the detector would compute.
+    that extracting once and fingerprinting the text gives what the detector would compute. The
+    matrices judge main texts: readers' comments (NEARDUP_COMMENTS), which a page's text never
+    holds, are left out here too.
     """
+    config = dataclasses.replace(config, comments=False)
     data, view = bench.sets[name], bench.view(name, config)
     labels = bench.label(name)
     rng = random.Random(0)

@@ -114,7 +114,7 @@ def main() -> None:
             if not (fa.judged and fb.judged):
                 counts["kept"] += 1
                 continue
-            result = compare(fa, fb, config)
+            result = compare(fb, fa, config)  # b met after a (the article, its own page, first)
             if not result.duplicate:
                 counts["kept"] += 1
                 continue

@@ -232,6 +232,11 @@ IMATCH = Method(
 # to 180 words) is within it, short distinct pages of one site are not (benchmarks/short_texts.py,
 # docs/quality.md "Short articles").
 SURE_FEW_SPOTS_BITS = 6
+# ... and so is one whose pages share (almost) every spot: a short page and its copy under another
+# template (a brief's print view) have the same spots, while the template's words move SimHash.
+# Over every labelled set, only pairs of copies are added but one (benchmarks/short_texts.py,
+# docs/quality.md "Short articles").
+SURE_FEW_SPOTS_JACCARD = 0.9
 # Words of readers' comments a page holds that its match does not that make it a page of its own
 # (NEARDUP_COMMENTS): a comment view of 100 words or more is not a copy of its article.
 COMMENT_WORDS = 100
@@ -265,6 +270,7 @@ def _spotsigs_result(a: Fingerprint, b: Fingerprint, config: Config) -> MethodRe
     # Thin evidence: few spots (unless SimHash all but agrees, as a short text's copy does), or
     # uneven lengths.
     few = small < least and not (distance is not None and distance <= SURE_FEW_SPOTS_BITS)
+    few = few and sim < SURE_FEW_SPOTS_JACCARD
     weak = duplicate and (few or bar > tau)
     why_weak = _weak_why(a, b, few and (small, least, distance), bar > tau) if weak else ()
     return MethodResult("spotsigs", sim, sim, f"{sim:.3f} Jaccard", threshold, duplicate, weak, why_weak)

@@ -103,19 +103,29 @@ def test_a_match_on_few_spots_or_of_unequal_lengths_is_weak():
     assert not compare(a, b, DedupConfig(methods=("exact",))).weak  # no match, nothing weak
 
 
-def test_a_few_spots_match_is_strong_when_simhash_all_but_agrees():
+def test_a_few_spots_match_is_strong_when_simhash_all_but_agrees_or_every_spot_is_shared():
     """A short text's copy: under spotsigs_min_spots spots, weak unless the SimHash distance is
-    within SURE_FEW_SPOTS_BITS (the same few words under another template)."""
-    from scrapy_neardup.methods import SURE_FEW_SPOTS_BITS
+    within SURE_FEW_SPOTS_BITS (the same few words under another template), or the pages share
+    (almost) every spot (a brief's print view: the template's words move SimHash, not spots)."""
+    from scrapy_neardup.methods import SURE_FEW_SPOTS_BITS, SURE_FEW_SPOTS_JACCARD
 
     config = DedupConfig()
-    short = dataclasses.replace(BASE, spots=spots(*range(1, 9)), simhash=0)
+    short = dataclasses.replace(BASE, spots=spots(*range(1, 10)), simhash=0)
+    ten_bits = (1 << (SURE_FEW_SPOTS_BITS + 4)) - 1
     close = dataclasses.replace(short, exact=2, simhash=(1 << SURE_FEW_SPOTS_BITS) - 1)  # 6 bits off
-    far = dataclasses.replace(short, exact=3, simhash=(1 << (SURE_FEW_SPOTS_BITS + 4)) - 1)  # 10 bits
+    same_spots = dataclasses.replace(short, exact=3, simhash=ten_bits)
+    far = dataclasses.replace(short, exact=4, simhash=ten_bits, spots=spots(*range(1, 9), 99))  # 8 of 10
     assert short.spots.size < config.spotsigs_min_spots
-    strong, weak = compare(short, close, config), compare(short, far, config)
-    assert strong.duplicate and strong.method == "spotsigs" and not strong.weak
-    assert weak.duplicate and weak.method == "spotsigs" and weak.weak
+    for other in (close, same_spots):
+        strong = compare(other, short, config)
+        assert strong.duplicate and strong.method == "spotsigs" and not strong.weak
+    weak = compare(far, short, config)
+    assert (
+        weak.duplicate
+        and weak.method == "spotsigs"
+        and weak.weak
+        and weak.similarity < SURE_FEW_SPOTS_JACCARD
+    )
 
 
 def test_a_page_with_comments_of_its_own_is_no_copy_unless_comments_are_off():
