@@ -209,6 +209,8 @@ def names_comments(html: str) -> bool:
         if _IN_CLASS_OR_ID.search(html, max(0, found.start() - 200), found.start()):
             return True
     return False
+
+
 # The ``auto`` extractor: pages with more elements than this go to resiliparse; a fast-mode text
 # with less than this share of the page's visible words is taken again in the full mode.
 LARGE_PAGE, MISSED_SHARE = 1500, 0.1
