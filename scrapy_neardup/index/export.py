@@ -48,6 +48,7 @@ def _export(source: Ledger, out: Path) -> int:
                 ValueError,
                 TypeError,
                 OverflowError,
+                RecursionError,
                 sqlite3.IntegrityError,
             ) as exc:  # written by another program
                 damaged_record(source.path, record["id"], exc)

@@ -114,8 +114,8 @@ def clean_record(record: dict) -> dict:
 
 
 def stored_fingerprint(doc_id: int, doc: dict[str, Any]) -> Fingerprint:
-    """A stored record's signatures, from its fields (``ValueError`` or ``TypeError`` for a
-    damaged one)."""
+    """A stored record's signatures, from its fields (``ValueError``, ``TypeError`` or, for JSON
+    nested past the interpreter's depth, ``RecursionError`` for a damaged one)."""
     row = (doc_id, *(doc.get(name) for name in SIGNATURE_FIELDS[1:]))
     fp = row_fingerprint((*row[:-3], doc.get("tokens") or 0, *row[-2:]))
     raw = doc.get("raw_hash")
