@@ -232,21 +232,9 @@ IMATCH = Method(
 # to 180 words) is within it, short distinct pages of one site are not (benchmarks/short_texts.py,
 # docs/quality.md "Short articles").
 SURE_FEW_SPOTS_BITS = 6
-# ... and so is one whose pages share (almost) every spot: a short page and its copy under another
-# template (a brief's print view) have the same spots, while the template's words move SimHash.
-# Over every labelled set, only pairs of copies are added but one (benchmarks/short_texts.py,
-# docs/quality.md "Short articles").
+# ... and so is one whose pages share (almost) every spot: a brief's print view has its spots, while
+# the template's words move SimHash (benchmarks/short_texts.py, docs/quality.md "Short articles").
 SURE_FEW_SPOTS_JACCARD = 0.9
-# Words of readers' comments a page holds that its match does not that make it a page of its own
-# (NEARDUP_COMMENTS): a comment view of 100 words or more is not a copy of its article.
-COMMENT_WORDS = 100
-
-
-def comments_apart(page: Fingerprint, match: Fingerprint) -> int:
-    """Words of readers' comments ``page`` holds that ``match`` does not (its own, or other ones
-    than ``match``'s): 0 when it holds none, or the same. A page without the comments its match
-    holds is all in it (a print view of an article shown with its comments)."""
-    return 0 if page.comment_hash in (0, match.comment_hash) else page.comment_words
 
 
 def _spotsigs_result(a: Fingerprint, b: Fingerprint, config: Config) -> MethodResult | None:

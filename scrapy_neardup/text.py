@@ -7,13 +7,13 @@ reason instead of an arbitrary exception, so a crawl never dies for one page.
 
 from __future__ import annotations
 
-import copy
 import logging
 import re
 from collections.abc import Callable
 from html import unescape
 from typing import Any
 
+from .comments import names_comments, readers_comments
 from .exceptions import MissingExtraError, SkipPage
 from .tokens import TOKEN, words
 
@@ -172,45 +172,9 @@ def _trafilatura(html: str, fast: bool) -> Extracted:
     return text, comments
 
 
-def readers_comments(tree: Any) -> str:
-    """The text of a page's readers' comments (an lxml tree): the first section trafilatura's own
-    rules call comments (by id and class), without what they leave out of one (reply forms,
-    links); not one that holds the article itself (an ``article``, ``main`` or ``h1``). The
-    main text is extracted with comments left out; this is the text it left out as comments."""
-    from trafilatura.xpaths import COMMENTS_DISCARD_XPATH, COMMENTS_XPATH
-
-    for find in COMMENTS_XPATH:
-        for section in find(tree):
-            if section.xpath(".//article|.//main|.//h1"):
-                continue
-            section = copy.deepcopy(section)
-            for discard in COMMENTS_DISCARD_XPATH:
-                for node in discard(section):
-                    if node.getparent() is not None:
-                        node.drop_tree()
-            text = "\n".join(part.strip() for part in section.itertext() if part.strip())
-            if text:
-                return text
-    return ""
-
-
 # resiliparse leaves out what trafilatura does (post meta, figures and their captions, and comments
 # unless asked for): a page's copy under another template does not carry them.
 _RESILIPARSE_SKIP = ("figure", "figcaption", "[class*=caption]", "[id*=caption]")
-# A page without an element whose class or id names comments has no comment section: the word is
-# found first (a fraction of a millisecond), then whether an attribute before it holds it.
-_COMMENT_WORD = re.compile("comment", re.IGNORECASE)
-_IN_CLASS_OR_ID = re.compile(r"""\b(?:class|id)\s*=\s*["']?[^"'<>=]*$""", re.IGNORECASE)
-
-
-def names_comments(html: str) -> bool:
-    """Whether an element of the page has a class or id that names comments."""
-    for found in _COMMENT_WORD.finditer(html):
-        if _IN_CLASS_OR_ID.search(html, max(0, found.start() - 200), found.start()):
-            return True
-    return False
-
-
 # The ``auto`` extractor: pages with more elements than this go to resiliparse; a fast-mode text
 # with less than this share of the page's visible words is taken again in the full mode.
 LARGE_PAGE, MISSED_SHARE = 1500, 0.1

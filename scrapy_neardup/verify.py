@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .comments import COMMENT_WORDS, comments_apart
 from .config import DedupConfig
-from .methods import BY_NAME, COMMENT_WORDS, Fingerprint, MethodResult, comments_apart, decision_order
+from .methods import BY_NAME, Fingerprint, MethodResult, decision_order
 
 __all__ = ["Comparison", "MethodResult", "compare", "method_result"]
 

@@ -133,7 +133,7 @@ def test_a_page_with_comments_of_its_own_is_no_copy_unless_comments_are_off():
     readers' comments) met after its article is no copy of it; off, an exact copy that differs
     by text the extractor left out (``comments_apart``). Under 100 words, the same comments, or
     a page without the comments its match holds (a print view): a copy."""
-    from scrapy_neardup.methods import COMMENT_WORDS
+    from scrapy_neardup.comments import COMMENT_WORDS
 
     article = dataclasses.replace(BASE, exact=2, token_count=2405, spots=spots(*range(100, 500)))
     view = dataclasses.replace(article, comment_words=577, comment_hash=7)

@@ -1,0 +1,61 @@
+"""Readers' comments: where a page has them, and when they make a page other content than its match.
+
+The main text never holds them (``text``); a page's fingerprint keeps their words and hash
+apart, and ``verify.compare`` weighs them (NEARDUP_COMMENTS).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .methods import Fingerprint
+
+# A page without an element whose class or id names comments has no comment section: the word is
+# found first (a fraction of a millisecond), then whether an attribute before it holds it.
+_COMMENT_WORD = re.compile("comment", re.IGNORECASE)
+_IN_CLASS_OR_ID = re.compile(r"""\b(?:class|id)\s*=\s*["']?[^"'<>=]*$""", re.IGNORECASE)
+
+
+def names_comments(html: str) -> bool:
+    """Whether an element of the page has a class or id that names comments."""
+    for found in _COMMENT_WORD.finditer(html):
+        if _IN_CLASS_OR_ID.search(html, max(0, found.start() - 200), found.start()):
+            return True
+    return False
+
+
+def readers_comments(tree: Any) -> str:
+    """The text of a page's readers' comments (an lxml tree): the first section trafilatura's own
+    rules call comments (by id and class), without what they leave out of one (reply forms,
+    links); not one that holds the article itself (an ``article``, ``main`` or ``h1``). The
+    main text is extracted with comments left out; this is the text it left out as comments."""
+    from trafilatura.xpaths import COMMENTS_DISCARD_XPATH, COMMENTS_XPATH
+
+    for find in COMMENTS_XPATH:
+        for section in find(tree):
+            if section.xpath(".//article|.//main|.//h1"):
+                continue
+            section = copy.deepcopy(section)
+            for discard in COMMENTS_DISCARD_XPATH:
+                for node in discard(section):
+                    if node.getparent() is not None:
+                        node.drop_tree()
+            text = "\n".join(part.strip() for part in section.itertext() if part.strip())
+            if text:
+                return text
+    return ""
+
+
+# Words of readers' comments a page holds that its match does not that make it a page of its own
+# (NEARDUP_COMMENTS): a comment view of 100 words or more is not a copy of its article.
+COMMENT_WORDS = 100
+
+
+def comments_apart(page: Fingerprint, match: Fingerprint) -> int:
+    """Words of readers' comments ``page`` holds that ``match`` does not (its own, or other ones
+    than ``match``'s): 0 when it holds none, or the same. A page without the comments its match
+    holds is all in it (a print view of an article shown with its comments)."""
+    return 0 if page.comment_hash in (0, match.comment_hash) else page.comment_words
