@@ -10,6 +10,10 @@ import copy
 import re
 from typing import TYPE_CHECKING, Any
 
+import xxhash
+
+from .tokens import words
+
 if TYPE_CHECKING:
     from .methods import Fingerprint
 
@@ -59,3 +63,17 @@ def comments_apart(page: Fingerprint, match: Fingerprint) -> int:
     than ``match``'s): 0 when it holds none, or the same. A page without the comments its match
     holds is all in it (a print view of an article shown with its comments)."""
     return 0 if page.comment_hash in (0, match.comment_hash) else page.comment_words
+
+
+def comment_signature(comments: str) -> tuple[int, int]:
+    """(words, hash) of a page's readers' comments: (0, 0) when it has none."""
+    said = words(comments) if comments else []
+    return (len(said), xxhash.xxh64_intdigest(b" ".join(said))) if said else (0, 0)
+
+
+def content_of(fp: Fingerprint) -> int | None:
+    """A page's content as one number: the exact hash of its main text, with its readers'
+    comments' hash when it has comments (a comment view is other content than its article)."""
+    if fp.exact is None or not fp.comment_words:
+        return fp.exact
+    return xxhash.xxh64_intdigest(fp.exact.to_bytes(16, "big") + fp.comment_hash.to_bytes(8, "big"))

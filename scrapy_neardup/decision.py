@@ -10,10 +10,10 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
+from .comments import content_of
 from .config import DedupConfig
 from .fingerprint import Fingerprint, needed_methods
 from .index.base import Earlier
-from .index.records import content_of
 from .methods import counts_terms, decision_order, rank, with_stats
 from .signatures.spotsigs import spots32
 from .verdict import Verdict

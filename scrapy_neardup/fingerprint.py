@@ -10,8 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import xxhash
-
+from .comments import comment_signature
 from .config import DedupConfig
 from .exceptions import SkipPage
 from .methods import ALL, CollectionStats, Fingerprint, Page
@@ -87,9 +86,7 @@ def fingerprint(
             values.update(signed)
     if extra:
         values["extra"] = extra
-    said = words(comments) if comments else []
-    if said:
-        values.update(comment_words=len(said), comment_hash=xxhash.xxh64_intdigest(b" ".join(said)))
+    values["comment_words"], values["comment_hash"] = comment_signature(comments)
     return Fingerprint(
         raw_hash=body_hash,
         token_count=len(utf8),

@@ -6,8 +6,7 @@ import dataclasses
 import time
 from typing import Any
 
-import xxhash
-
+from ..comments import content_of
 from ..methods import STORED_FIELDS, Fingerprint
 from ..text import storable
 from ..verdict import Verdict
@@ -56,14 +55,6 @@ def verdict_of(url: str, doc_id: int, fp: Fingerprint, match: Match | None, of_u
         duplicate_of=match[0] if match else None, duplicate_of_url=of_url,
         similarity=match[1] if match else None, method=match[2] if match else None, content=content_of(fp),
     )  # fmt: skip
-
-
-def content_of(fp: Fingerprint) -> int | None:
-    """A page's content as one number: the exact hash of its main text, with its readers'
-    comments' hash when it has comments (a comment view is other content than its article)."""
-    if fp.exact is None or not fp.comment_words:
-        return fp.exact
-    return xxhash.xxh64_intdigest(fp.exact.to_bytes(16, "big") + fp.comment_hash.to_bytes(8, "big"))
 
 
 def earlier_of(rows: list[tuple[int, str, Any, Any, Any]], many: bool, runs: Runs) -> Earlier | None:
