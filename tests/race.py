@@ -34,12 +34,21 @@ def _check_all(opened, url: str, prefix: str, process: int, seed: int, barrier, 
         results.put([(page_url, detector.check(page_url, text).duplicate) for page_url, text in pages])
 
 
+def clean_processes() -> multiprocessing.context.BaseContext:
+    """Processes forked from a server process that imported the package and holds nothing else
+    (``forkserver``): no lock of this process's threads (an index an earlier test left open), which
+    a child forked from here inherits and may wait on forever, and no import to wait for, which
+    costs a spawned child most of a second."""
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["scrapy_neardup.detector", "scrapy_neardup.index", "race"])
+    return ctx
+
+
 def together(target, arguments: list[tuple], start: str = "fork") -> list:
     """``target(*args, barrier, results)`` in a process for each of ``arguments``, started at once
-    (a barrier); every list each put on ``results``, joined. ``start="spawn"`` for a target that
-    opens an index file: a forked child inherits the locks of this process's threads (an index
-    an earlier test left open), and may wait on one forever."""
-    ctx = multiprocessing.get_context(start)
+    (a barrier); every list each put on ``results``, joined. ``start="clean"`` for a target that
+    opens an index file (``clean_processes``)."""
+    ctx = clean_processes() if start == "clean" else multiprocessing.get_context(start)
     barrier, results = ctx.Barrier(len(arguments)), ctx.Queue()
     workers = [ctx.Process(target=target, args=(*args, barrier, results)) for args in arguments]
     for worker in workers:

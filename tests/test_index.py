@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import collections
 import itertools
-import multiprocessing
 import os
 import random
 import sqlite3
@@ -17,6 +16,7 @@ import pytest
 from detectors import admit, sqlite_detector
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from race import clean_processes
 
 from scrapy_neardup import DedupConfig, fingerprint
 from scrapy_neardup import detector as detector_module
@@ -627,7 +627,7 @@ def test_two_processes_sharing_a_file_admit_each_page_once(tmp_path, aeb_truth):
     texts = [v["articleBody"] for v in list(aeb_truth.values())[:30]]
     path = str(tmp_path / "shared.db")
     SQLiteIndex(path, DedupConfig(extractor="text")).close()
-    ctx = multiprocessing.get_context("spawn")
+    ctx = clean_processes()
     out = ctx.Queue()
     procs = [ctx.Process(target=_checker, args=(path, texts, out)) for _ in range(2)]
     for p in procs:
@@ -761,9 +761,9 @@ def _open_and_check(path: str, text: str, barrier, results) -> None:
 
 @pytest.mark.slow(15)
 def test_processes_creating_one_new_index_at_once(tmp_path):
-    # Spawned, not forked: a forked child inherits SQLite's locks as this process's threads held
+    # Not forked from here: a child would inherit SQLite's locks as this process's threads held
     # them (the checkpoints of indexes earlier tests left open), and may wait on one forever.
-    ctx = multiprocessing.get_context("spawn")
+    ctx = clean_processes()
     text = " ".join(f"the word{i} is here and the other{i} was there" for i in range(30))
     for round_ in range(5):
         path = str(tmp_path / f"new-{round_}.db")

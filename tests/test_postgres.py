@@ -142,7 +142,7 @@ def test_server_stopped_and_started_mid_crawl_loses_no_page(tmp_path, site):
     except pg_server.Unavailable as exc:
         pytest.skip(str(exc))
     where = f"{url}?prefix=lost"
-    settings = {**ADDON, "NEARDUP_INDEX": where, "DOWNLOAD_DELAY": 1.0, "CONCURRENT_REQUESTS": 1}
+    settings = {**ADDON, "NEARDUP_INDEX": where, "DOWNLOAD_DELAY": 0.5, "CONCURRENT_REQUESTS": 1}
     outcome: dict = {}
     crawler = threading.Thread(
         target=lambda: outcome.update(crawl(tmp_path, [site + "/"], settings, check=False))
@@ -153,7 +153,7 @@ def test_server_stopped_and_started_mid_crawl_loses_no_page(tmp_path, site):
         while time.time() < deadline and _documents(url) < 2:  # the crawl is under way
             time.sleep(0.2)
         pg_server.stop(data, "fast", remove=False)
-        time.sleep(4)
+        time.sleep(2)
         pg_server.restart(data)
         restarted_at = time.time()
         crawler.join(180)

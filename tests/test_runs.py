@@ -178,7 +178,7 @@ def test_four_processes_claiming_skipped_requests_take_each_once(backend, tmp_pa
     index = opened()
     ids = [index.add_url_skip(["rule"], f"http://h/{n}?sid=1", f"http://h/{n}", b"{}") for n in range(40)]
     index.close()
-    claimed = together(_claim_share, [(opened, ids)] * 4, start="spawn")  # no thread of this one's
+    claimed = together(_claim_share, [(opened, ids)] * 4, start="clean")  # no thread of this one's
     assert sorted(claimed) == ids  # every one claimed, none twice
     index = opened()
     assert index.url_skips(["rule"]) == [] and index.claim_url_skips(ids) == []

@@ -26,6 +26,11 @@ from scrapy_neardup.report import write_report
 from scrapy_neardup.url_rule import HOST, PARAM, SEGMENT, Rule, RuleKey, adopt_after, checks_needed, read_rule
 from scrapy_neardup.urls import Form, UrlModel, difference, explored
 
+COUNT = 24
+# Rules adopted after 14 pages of the same content (29 by default): a site of 24 articles has the
+# copies of their last ten to skip.
+RULES = {**ADDON, "NEARDUP_URL_MAX_ERROR": 0.2}
+
 
 def test_a_difference_is_of_parameters_of_one_segment_or_of_the_host():
     def diff(a: str, b: str):
@@ -129,7 +134,7 @@ def test_a_variant_that_changes_only_the_last_pages_loses_none_of_them(tmp_path,
     finds a changed page and revives the rest."""
     db = tmp_path / "late.sqlite"
     changes = Changes(late=late, late_from=COUNT - 4)
-    settings = {**ADDON, "NEARDUP_INDEX": str(db), "CONCURRENT_REQUESTS": 4, "NEARDUP_WORKERS": 0}
+    settings = {**RULES, "NEARDUP_INDEX": str(db), "CONCURRENT_REQUESTS": 4, "NEARDUP_WORKERS": 0}
     with url_site(COUNT, changes) as base:
         result = crawl(tmp_path, [base + "/list?page=0"], settings)
     assert fetched(result, changes) == pages(COUNT, changes)
@@ -175,20 +180,25 @@ def rules(db) -> dict[str, set[str]]:
     return found
 
 
-COUNT = 48
+@pytest.fixture(scope="module")
+def without(tmp_path_factory) -> dict:
+    """The URL site crawled without the add-on, once for the tests of this module that compare."""
+    with url_site(COUNT) as base:
+        return crawl(tmp_path_factory.mktemp("without"), [base + "/list?page=0"], {"CONCURRENT_REQUESTS": 16})
 
 
 @pytest.mark.slow(15)
 @pytest.mark.parametrize("concurrency, verify", [(1, 0.0), (16, None)])
-def test_a_crawl_skips_copies_before_their_download_and_fetches_every_page(tmp_path, concurrency, verify):
+def test_a_crawl_skips_copies_before_their_download_and_fetches_every_page(
+    tmp_path, concurrency, verify, without
+):
     """With the check before closing (the default), a site this small has most of what each rule
     skipped fetched at its end: fewer copies are saved than without it."""
     db = tmp_path / "urls.sqlite"
-    settings = {**ADDON, "NEARDUP_INDEX": str(db), "CONCURRENT_REQUESTS": concurrency, "NEARDUP_WORKERS": 0}
+    settings = {**RULES, "NEARDUP_INDEX": str(db), "CONCURRENT_REQUESTS": concurrency, "NEARDUP_WORKERS": 0}
     if verify is not None:
         settings["NEARDUP_URL_VERIFY"] = verify
     with url_site(COUNT) as base:
-        without = crawl(tmp_path, [base + "/list?page=0"], {"CONCURRENT_REQUESTS": concurrency})
         result = crawl(tmp_path, [base + "/list?page=0"], settings)
     assert fetched(without) == pages(COUNT)
     assert fetched(result) == pages(COUNT)  # no page is lost to a rule
@@ -202,7 +212,7 @@ def test_a_crawl_skips_copies_before_their_download_and_fetches_every_page(tmp_p
     assert "adopted" not in learned["param\tview"] | learned["param\tlang"] | learned["param\tid"]
     report = json.loads(write_report(db, tmp_path / "report.json", "json").read_text())
     adopted = [rule for rule in report["url_rules"] if rule["status"] == "adopted"]
-    assert all(rule["error_bound"] < 0.1 and rule["differ"] == 0 for rule in adopted)
+    assert all(rule["error_bound"] < 0.2 and rule["differ"] == 0 for rule in adopted)
     assert sum(rule["skipped"] for rule in adopted) >= result["stats"]["neardup/urls/skipped"] > 0
     clean = [c["clean_url"] for c in report["clusters"]]  # named without what the rules drop
     assert clean and not any("sid=" in url or "utm_source" in url for url in clean)
@@ -237,7 +247,7 @@ def test_a_rule_met_by_a_counter_example_is_revoked_and_its_requests_are_fetched
     to check it differs, the rule is revoked, and every request it skipped is fetched after all."""
     db = tmp_path / "revoke.sqlite"
     settings = {
-        **ADDON, "NEARDUP_INDEX": str(db), "CONCURRENT_REQUESTS": 4, "NEARDUP_WORKERS": 0,
+        **RULES, "NEARDUP_INDEX": str(db), "CONCURRENT_REQUESTS": 4, "NEARDUP_WORKERS": 0,
         "NEARDUP_URL_EXPLORE": 0.3,
     }  # fmt: skip
     with url_site(COUNT) as base:
@@ -272,7 +282,7 @@ def test_requests_a_revoked_rule_skipped_before_a_kill_are_fetched_by_the_resume
 
         with SQLiteIndex(db, DedupConfig()) as index:
             index.add_url_skip([rule], base + "/a?id=5&custom=x", base + "/a?id=5", kept)
-        settings = {**ADDON, "NEARDUP_INDEX": str(db), "NEARDUP_WORKERS": 0}
+        settings = {**RULES, "NEARDUP_INDEX": str(db), "NEARDUP_WORKERS": 0}
         result = crawl(tmp_path, [base + "/a?id=7"], settings)
     assert base + "/a?id=5&custom=x" in result["parsed"]  # linked from no page: revived
     assert result["stats"]["neardup/urls/revived"] == 1
@@ -282,7 +292,7 @@ def test_requests_a_revoked_rule_skipped_before_a_kill_are_fetched_by_the_resume
 def test_a_rerun_and_another_crawler_use_the_rules_the_index_holds(tmp_path, redis_url):
     prefix = f"urls:{uuid.uuid4().hex}"
     settings = {
-        **ADDON, "NEARDUP_INDEX": f"{redis_url}?prefix={prefix}",
+        **RULES, "NEARDUP_INDEX": f"{redis_url}?prefix={prefix}",
         "NEARDUP_WORKERS": 0, "CONCURRENT_REQUESTS": 4,
     }  # fmt: skip
     with url_site(COUNT) as base:
@@ -394,7 +404,7 @@ def stored(result: dict) -> set[tuple]:
 def test_a_rerun_that_meets_a_copy_first_stores_every_page_again(tmp_path, backend, request):
     """The first crawl learns that tracking parameters change nothing; the re-run meets every
     article under a tracking URL first: a revisit of the first run's page, its item stored."""
-    settings = {**ADDON, "NEARDUP_WORKERS": 0, "CONCURRENT_REQUESTS": 4}
+    settings = {**RULES, "NEARDUP_WORKERS": 0, "CONCURRENT_REQUESTS": 4}
     if backend == "redis":
         url = request.getfixturevalue("redis_url")
         settings.update(NEARDUP_INDEX=f"{url}?prefix={uuid.uuid4().hex}")
@@ -417,16 +427,15 @@ def test_a_rerun_that_meets_a_copy_first_stores_every_page_again(tmp_path, backe
 
 @pytest.mark.slow(15)
 @pytest.mark.parametrize("backend", ["sqlite", "redis"])
-def test_tag_mode_skips_nothing_and_reports_what_the_rules_would_skip(tmp_path, backend, request):
+def test_tag_mode_skips_nothing_and_reports_what_the_rules_would_skip(tmp_path, backend, request, without):
     db = tmp_path / "tag.sqlite"
-    settings = {**ADDON, "NEARDUP_INDEX": str(db), "NEARDUP_WORKERS": 0, "NEARDUP_ACTION": "tag"}
+    settings = {**RULES, "NEARDUP_INDEX": str(db), "NEARDUP_WORKERS": 0, "NEARDUP_ACTION": "tag"}
     if backend == "redis":
         prefix = f"tag:{uuid.uuid4().hex}"
         redis_url = request.getfixturevalue("redis_url")
         settings.update(NEARDUP_INDEX=f"{redis_url}?prefix={prefix}")
     with url_site(COUNT) as base:
         result = crawl(tmp_path, [base + "/list?page=0"], settings)
-        without = crawl(tmp_path, [base + "/list?page=0"], {})
     stats = result["stats"]
     assert "neardup/urls/skipped" not in stats and "neardup/urls/checked" not in stats
     assert stats["neardup/urls/would_skip"] > 0 and stats["neardup/urls/adopted"] >= 2
@@ -463,7 +472,7 @@ def test_sqlite_and_redis_indexes_learn_the_same_rules_at_the_same_pages(tmp_pat
     adopted at the same page and the same requests skipped, whatever the index returns as bytes."""
     import redis
 
-    settings = {**ADDON, "NEARDUP_WORKERS": 0, "CONCURRENT_REQUESTS": 1, "NEARDUP_URL_EXPLORE": 0.0}
+    settings = {**RULES, "NEARDUP_WORKERS": 0, "CONCURRENT_REQUESTS": 1, "NEARDUP_URL_EXPLORE": 0.0}
     settings["NEARDUP_ACTION"] = "ignore"
     settings["NEARDUP_URL_VERIFY"] = 0.0  # none checked before closing: the draw differs by crawl
     prefix = uuid.uuid4().hex

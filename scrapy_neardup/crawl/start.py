@@ -87,6 +87,7 @@ def open_session_parts(crawler: Crawler) -> Opened:
         urls = UrlRules(
             detector.lanes, crawler.stats, crawler, hosts, explore=settings.url_explore, debug=settings.debug,
             observe=observe, sure=policy.sure, verify=settings.url_verify,
+            max_error=settings.url_max_error,
         )  # fmt: skip
         urls.start(forget=settings.url_rules_reset)
         detector.use_url_rules(urls.model)

@@ -23,7 +23,7 @@ from scrapy.http import Request, Response
 
 from ..exceptions import one_line
 from ..index.lanes import Lanes
-from ..url_rule import MISSED_SHARE, Rule, RuleKey, adopt_after, checks_needed, read_rule
+from ..url_rule import MAX_ERROR, MISSED_SHARE, Rule, RuleKey, adopt_after, checks_needed, read_rule
 from ..urls import EXPLORE, UrlModel, explored
 from ..verdict import Verdict
 from . import kept_requests
@@ -33,7 +33,6 @@ from .hosts import Hosts
 
 logger = logging.getLogger("scrapy_neardup")
 
-ADOPT_AT = adopt_after()  # pages of the same content that adopt a rule with no counter-example
 REFRESH = 100  # judged pages between two readings of the rules other crawlers of the index changed
 STATUS_STAT = {
     "adopted": "neardup/urls/adopted",
@@ -71,10 +70,12 @@ class UrlRules:
         observe: bool = False,
         sure: Callable[[Verdict], bool] = lambda verdict: True,
         verify: float = MISSED_SHARE,
+        max_error: float = MAX_ERROR,
     ) -> None:
         self.lanes = lanes  # the index's lanes: its work runs there, never on the crawl's thread
         self.explore = explore
         self.verify_share = verify  # a rule changing this share of its skips is caught before close
+        self.adopt_at = adopt_after(max_error)  # pages of the same content, no counter-example
         self.observe = observe  # tag mode: learn, count what would be skipped, skip nothing
         self.sure = sure  # whether a duplicate is sure (the crawl's bar): else it is an original
         self.salt = random.getrandbits(32)  # the share explored is drawn afresh in every run
@@ -235,7 +236,7 @@ class UrlRules:
         if changes:
             texts = {key.text(): key for key in changes}
             evidence = {text: (changes[key][0], changes[key][1]) for text, key in texts.items()}
-            totals = await self.lanes.run(lambda lane: lane.index.add_url_evidence(evidence, ADOPT_AT))
+            totals = await self.lanes.run(lambda lane: lane.index.add_url_evidence(evidence, self.adopt_at))
             self._weigh({texts[text]: total for text, total in totals.items()}, response.url)
         self._judged += 1
         if self._judged % REFRESH == 0:

@@ -133,8 +133,9 @@ def url_rules_html(rows: list[UrlRuleRow], skips: list[SkippedRow] = ()) -> str:
         '<h2 id="nd-rules">Learned URL rules</h2>',
         f'<p class="note">{adopted:,} of {len(rows):,} rules adopted; {skipped:,} requests skipped '
         "before their download as copies of pages fetched under another URL. A rule is adopted when "
-        f"its pages of the same content bound the share of pages it changes under {MAX_ERROR:.0%} "
-        f"({CONFIDENCE:.0%} confidence) with no counter-example; one counter-example revokes it and "
+        "its pages of the same content bound the share of pages it changes (the table's bound, at "
+        f"{CONFIDENCE:.0%} confidence) under {MAX_ERROR:.0%} (NEARDUP_URL_MAX_ERROR) with no "
+        "counter-example; one counter-example revokes it and "
         "schedules again what it skipped.</p>",
     ]
     kept = [r for r in rows if r.status != "refused"]
