@@ -413,9 +413,7 @@ def test_a_rerun_that_meets_a_copy_first_stores_every_page_again(tmp_path, backe
     with url_site(COUNT) as base:
         first = crawl(tmp_path, [base + "/list?page=0"], settings)
         copies_first = [f"{base}/a?id={n}&utm_source=newsletter&utm_medium=email" for n in range(COUNT)]
-        again = crawl(
-            tmp_path, [*copies_first, base + "/list?page=0"], {**settings, "CONCURRENT_REQUESTS": 1}
-        )
+        again = crawl(tmp_path, [*copies_first, base + "/list?page=0"], settings)
     assert first["stats"]["neardup/urls/adopted"] >= 2
     assert stored(again) >= stored(first) == pages(COUNT)  # every page of the first run stored again
     assert again["stats"].get("neardup/revisits", 0) >= COUNT
