@@ -392,6 +392,48 @@ def test_an_index_failure_at_the_start_leaves_the_skipped_requests_for_later(tmp
     assert said == ["WARNING"] and rules._withdrawn == set()
 
 
+def test_the_crawl_stays_open_while_a_revoked_rule_s_requests_are_claimed(tmp_path):
+    """A revival under way (the index not yet asked which skipped requests are this crawler's)
+    keeps the crawl open: an engine closing meanwhile would drop a request the index then holds
+    as revived, and no later crawl would fetch it."""
+    from types import SimpleNamespace
+
+    from scrapy import Request, Spider
+    from scrapy.utils.test import get_crawler
+
+    from scrapy_neardup import DedupConfig
+    from scrapy_neardup.crawl.hosts import Hosts
+    from scrapy_neardup.crawl.url_rules import UrlRules
+    from scrapy_neardup.index import SQLiteIndex
+
+    db = tmp_path / "open.sqlite"
+    rule = RuleKey("http://x", "", PARAM, "view").text()
+    seeded_index(db, {rule: "revoked"})
+    crawler, scheduled = get_crawler(), []
+    crawler.engine = SimpleNamespace(crawl=scheduled.append)
+    crawler.spider = Spider("s", allowed_domains=["x"])
+    with SQLiteIndex(db, DedupConfig()) as index:
+        for n in range(3):
+            kept = kept_requests.keep(Request(f"http://x/a?id={n}&view=print"), crawler.spider)
+            index.add_url_skip([rule], f"http://x/a?id={n}&view=print", f"http://x/a?id={n}", kept)
+    index = SQLiteIndex(db, DedupConfig())
+    rules = UrlRules(Detector(DedupConfig(), index).lanes, crawler.stats, crawler, Hosts(crawler))
+    rules.start(forget=False)
+
+    async def revive() -> list[bool]:
+        rules.revive_later()
+        open_while = [rules.reviving]
+        while rules.reviving:
+            await asyncio.sleep(0.01)
+            open_while.append(rules.reviving or len(scheduled) == 3)
+        return open_while
+
+    assert all(asyncio.run(revive()))  # open until every claimed request was scheduled
+    assert sorted(r.url for r in scheduled) == [f"http://x/a?id={n}&view=print" for n in range(3)]
+    assert crawler.stats.get_value("neardup/urls/revived") == 3
+    index.close()
+
+
 def stored(result: dict) -> set[tuple]:
     """The distinct pages whose items reached the feed."""
     return {

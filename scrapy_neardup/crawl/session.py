@@ -350,14 +350,14 @@ class CrawlSession:
         self._heart = task.LoopingCall(lambda: deferred_from_coro(self.recovery.beat()))
         self._heart.start(BEAT_EVERY, now=False)
         if self.urls is not None:
-            spawn(self.urls.revive_withdrawn())  # what a crawl killed after revoking a rule had not yet
+            self.urls.revive_later()  # what a crawl killed after revoking a rule had not yet
 
     def spider_idle(self, spider: Any = None) -> None:
         """Before the crawl closes, the URL rules check some of what they skipped, and the pages of
-        runs found dead meanwhile are fetched again."""
+        runs found dead meanwhile are fetched again; a revival under way keeps it open."""
         checked = self.urls is not None and self.urls.check_before_close()
         recovered = self.recovery.beat_now()
-        if checked or recovered:
+        if checked or recovered or (self.urls is not None and self.urls.reviving):
             raise DontCloseSpider
 
     def spider_closed(self, spider: Any = None, reason: str = "finished") -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import random
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -95,6 +95,7 @@ class UrlRules:
         self.model = UrlModel()
         self._judged = 0
         self._withdrawn: set[str] = set()  # the rules withdrawn when their skips were last revived
+        self._reviving = 0  # revivals under way: each may schedule requests, so the crawl stays open
         self._unread_said = False  # unreadable rules were said
         # Skipped requests kept in the index, many a transaction: one round trip for a burst.
         self._skips: Batch = Batch(lambda rows: lanes.run(lambda lane: lane.index.add_url_skips(rows)))
@@ -261,7 +262,7 @@ class UrlRules:
             )  # fmt: skip
         if changed:
             self.model.rules_changed()
-            spawn(self.revive_withdrawn())
+            self.revive_later()
 
     # --- checking before the crawl closes ----------------------------------------------------
 
@@ -325,6 +326,28 @@ class UrlRules:
 
     # --- revival ----------------------------------------------------------------------------
 
+    @property
+    def reviving(self) -> bool:
+        """Whether requests may still be scheduled again: the crawl must not close yet."""
+        return self._reviving > 0
+
+    def revive_later(self) -> None:
+        """Schedule again what withdrawn rules skipped, beside the crawl."""
+        self._keep_open(self.revive_withdrawn())
+
+    def _keep_open(self, work: Coroutine[Any, Any, None]) -> None:
+        """Spawn ``work``, which may schedule requests; the crawl stays open until it ends (a
+        request claimed in the index as revived, then dropped by a closing engine, is lost)."""
+        self._reviving += 1
+
+        async def tracked() -> None:
+            try:
+                await work
+            finally:
+                self._reviving -= 1
+
+        spawn(tracked())
+
     async def revive_withdrawn(self) -> None:
         """Schedule again what withdrawn rules skipped (this crawl withdrew them, another crawler
         did, or this crawl was killed before it could)."""
@@ -366,7 +389,7 @@ class UrlRules:
         return True
 
     def _claim(self, skip: int, engine: Any, request: Request) -> None:
-        spawn(self._claimed(skip, engine, request))
+        self._keep_open(self._claimed(skip, engine, request))
 
     async def _claimed(self, skip: int, engine: Any, request: Request) -> None:
         """Schedule a revived request if this crawler is the one that claims its row."""
