@@ -32,7 +32,6 @@ import threading
 import uuid
 from contextlib import ExitStack
 from functools import partial
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -40,7 +39,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from bench_crawl import SITE, QuietHandler  # noqa: E402
+from bench_crawl import SITE, QuietHandler, Server  # noqa: E402
 from bench_urls import redis_server  # noqa: E402
 from latency_proxy import LatencyProxy  # noqa: E402
 
@@ -82,7 +81,7 @@ def main() -> None:
     indexes = [name.strip() for name in args.indexes.split(",") if name.strip()]
     rtts = [float(ms) for ms in args.rtt.split(",") if ms.strip()]
     versions = [("new", None)] + ([("old", args.baseline)] if args.baseline else [])
-    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(QuietHandler, directory=str(SITE)))
+    server = Server(("127.0.0.1", 0), partial(QuietHandler, directory=str(SITE)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     site = f"http://127.0.0.1:{server.server_address[1]}/index.html"
     with tempfile.TemporaryDirectory(prefix="bench-index-crawl-") as tmp, ExitStack() as stack:

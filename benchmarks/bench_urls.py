@@ -46,7 +46,6 @@ import tempfile
 import threading
 import time
 import uuid
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -54,6 +53,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
+from crawling import Server  # noqa: E402
 from url_site import ARTICLE, LATE_KINDS, Article, Changes, handler, page_of, pages, synthetic  # noqa: E402
 
 ADDON = {"ADDONS": {"scrapy_neardup.NearDupAddon": 0}}
@@ -177,7 +177,7 @@ class Site:
                 served[0] += 1
                 super().do_GET()
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Counting)
+        self.server = Server(("127.0.0.1", 0), Counting)
         port.append(self.server.server_address[1])
         self.served = served
         self.base = f"http://127.0.0.1:{port[0]}"

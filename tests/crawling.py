@@ -25,6 +25,14 @@ TRUTH = json.loads((SITE / "truth.json").read_text())["pages"]
 ADDON = {"ADDONS": {"scrapy_neardup.NearDupAddon": 0}}
 
 
+class Server(ThreadingHTTPServer):
+    """A threading HTTP server whose listen queue holds a crawl's connections at once: with
+    socketserver's 5, the SYNs of a crawl's sixth and later connections are dropped and sent
+    again by TCP after a second."""
+
+    request_queue_size = 128
+
+
 class QuietHandler(SimpleHTTPRequestHandler):
     on_request: Callable[[str], None] | None = None
 
@@ -46,7 +54,7 @@ def serve(
     of the test's own."""
     told = staticmethod(on_request) if on_request else None
     handler = type("Handler", (handler,), {"on_request": told})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(handler, directory=str(directory)))
+    server = Server(("127.0.0.1", 0), partial(handler, directory=str(directory)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

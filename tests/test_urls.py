@@ -12,11 +12,10 @@ import sqlite3
 import threading
 import uuid
 from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from crawling import ADDON, crawl
+from crawling import ADDON, Server, crawl
 from url_site import LATE_KINDS, PLAIN, Changes, handler, page_of, pages, synthetic
 
 from scrapy_neardup import urls
@@ -151,7 +150,7 @@ def test_explored_requests_are_a_twentieth_and_the_same_ones_each_time():
 @contextlib.contextmanager
 def url_site(count: int, changes: Changes = PLAIN) -> Iterator[str]:
     port: list[int] = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler(synthetic(count), port, changes))
+    server = Server(("127.0.0.1", 0), handler(synthetic(count), port, changes))
     port.append(server.server_address[1])
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
