@@ -123,7 +123,7 @@ class Decision:
         )
         if on_unconfirmed:
             return dataclasses.replace(verdict, duplicate=False, unconfirmed=True, weak=weak)
-        if weak or (best is not None and best[1].comments_apart):
+        if best is not None and (weak or best[1].comments_apart):
             verdict = dataclasses.replace(verdict, weak=weak, left_out=best[1].comments_apart)
         if replace is None:  # a new page, or another item of a page's URL
             return verdict
