@@ -238,6 +238,7 @@ def measure(site: NewsSite, feeds: list[list[dict]], comments_on: bool) -> dict:
         "items": sum(map(len, feeds)), "byte_identical_same_feed": same_feed, "byte_identical_all": all_feeds,
         "copies_stored": copies, "copies_served": served, "share": copies / served,
         "distinct_stored": len(stored), "distinct": len(distinct), "copies_by_kind": kinds,
+        "distinct_lost": sorted(distinct - set(stored), key=lambda h: (h[0], int(h[1:]))),
     }  # fmt: skip
 
 

@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from . import __version__
+from .comments import holder_of_comments
 from .config import DedupConfig
 from .crawl.policy import Action, Policy
 from .decision import SURE_SIMILARITY
@@ -211,6 +212,11 @@ def drop_policy(drop_above: str | None) -> Policy:
     return Policy(Action.DROP, value, drop_unchanged=False)
 
 
+def _comments_said(fps: tuple[Fingerprint, Fingerprint], words: int) -> str:
+    holder = holder_of_comments(*fps)
+    return f"{holder} holds {words} words of readers' comments that {'AB'[holder == 'A']} does not"
+
+
 def crawl_decision(
     fps: tuple[Fingerprint, Fingerprint], result: Comparison | None, policy: Policy
 ) -> dict[str, str]:
@@ -220,7 +226,7 @@ def crawl_decision(
         label, fp = next((label, fp) for label, fp in zip("AB", fps, strict=True) if not fp.judged)
         return {"decision": "keep", "why": f"{label} is not judged ({fp.skip_reason}): B passes unjudged"}
     if not result.duplicate and result.comments_apart:
-        own = f"B holds {result.comments_apart} words of readers' comments that A does not"
+        own = _comments_said(fps, result.comments_apart)
         return {"decision": "keep", "why": f"readers' comments of its own: {own}, no copy"}
     if not result.duplicate:
         return {"decision": "keep", "why": "no method in use calls them near-duplicates"}
@@ -311,10 +317,8 @@ def comparison_table(paths: tuple[str, str], fps: tuple[Fingerprint, Fingerprint
     if result.duplicate:
         lines.append(f"Verdict: NEAR-DUPLICATES, by {result.method} (methods in use, marked *: {in_use}).")
     elif result.comments_apart:
-        lines.append(
-            f"Verdict: distinct: B holds {result.comments_apart} words of readers' comments that A does "
-            "not (with --comments false, a copy)."
-        )
+        said = _comments_said(fps, result.comments_apart)
+        lines.append(f"Verdict: distinct: {said} (with --comments false, a copy).")
     else:
         lines.append(f"Verdict: distinct (no method in use, marked *, calls them near-duplicates: {in_use}).")
     return "\n".join(lines + _crawl_lines(crawl))

@@ -11,6 +11,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 import xxhash
+from lxml import etree
 
 from .tokens import words
 
@@ -31,11 +32,21 @@ def names_comments(html: str) -> bool:
     return False
 
 
+# What no reader wrote: a comment widget's script, the reply form, its labels and its notices.
+_NOT_SAID = etree.XPath(
+    ".//script|.//style|.//noscript|.//template|.//form|.//textarea|.//select|.//button|.//label"
+    "|.//*[re:test(concat(@id, ' ', @class),"
+    " '(^|[ _-])(form|privacy|consent|login|guidelines)([ _-]|$)', 'i')]",
+    namespaces={"re": "http://exslt.org/regular-expressions"},
+)
+
+
 def readers_comments(tree: Any) -> str:
     """The text of a page's readers' comments (an lxml tree): the first section trafilatura's own
     rules call comments (by id and class), without what they leave out of one (reply forms,
-    links); not one that holds the article itself (an ``article``, ``main`` or ``h1``). The
-    main text is extracted with comments left out; this is the text it left out as comments."""
+    links) nor what no reader wrote (a widget's script, a privacy notice); not one that holds
+    the article itself (an ``article``, ``main`` or ``h1``). The main text is extracted with
+    comments left out; this is the text it left out as comments."""
     from trafilatura.xpaths import COMMENTS_DISCARD_XPATH, COMMENTS_XPATH
 
     for find in COMMENTS_XPATH:
@@ -47,22 +58,34 @@ def readers_comments(tree: Any) -> str:
                 for node in discard(section):
                     if node.getparent() is not None:
                         node.drop_tree()
+            for node in _NOT_SAID(section):
+                if node.getparent() is not None:
+                    node.drop_tree()
             text = "\n".join(part.strip() for part in section.itertext() if part.strip())
             if text:
                 return text
     return ""
 
 
-# Words of readers' comments a page holds that its match does not that make it a page of its own
-# (NEARDUP_COMMENTS): a comment view of 100 words or more is not a copy of its article.
+# Words of readers' comments one page holds that its match does not that make the two other content
+# (NEARDUP_COMMENTS): a comment view of 100 words or more is not a copy of its article, nor the
+# article of it.
 COMMENT_WORDS = 100
 
 
 def comments_apart(page: Fingerprint, match: Fingerprint) -> int:
-    """Words of readers' comments ``page`` holds that ``match`` does not (its own, or other ones
-    than ``match``'s): 0 when it holds none, or the same. A page without the comments its match
-    holds is all in it (a print view of an article shown with its comments)."""
-    return 0 if page.comment_hash in (0, match.comment_hash) else page.comment_words
+    """Words of readers' comments one of two pages holds that the other does not (the more, when
+    each holds others): 0 when neither holds any, or both the same. Either way round: an article
+    met after its comment view is not lost as a copy of it (a print view met after an article
+    shown with its comments is kept too, and counted)."""
+    if page.comment_hash == match.comment_hash:
+        return 0
+    return max(page.comment_words, match.comment_words)
+
+
+def holder_of_comments(a: Fingerprint, b: Fingerprint) -> str:
+    """Which of two pages ("A" or "B") holds the readers' comments that ``comments_apart`` counts."""
+    return "B" if b.comment_words >= a.comment_words else "A"
 
 
 def comment_signature(comments: str) -> tuple[int, int]:

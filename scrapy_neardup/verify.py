@@ -24,9 +24,9 @@ class Comparison:
     method: str | None
     similarity: float | None
     weak: bool = False  # the deciding method matched on thin evidence (MethodResult.weak)
-    # Readers' comments ``a`` holds that ``b`` does not, in words, when there are COMMENT_WORDS or
-    # more: with NEARDUP_COMMENTS the pair is no copy (``duplicate`` is False); without, a copy
-    # that differs by text the extractor left out.
+    # Readers' comments one page holds that the other does not, in words, when there are
+    # COMMENT_WORDS or more: with NEARDUP_COMMENTS the pair is no copy (``duplicate`` is False);
+    # without, a copy that differs by text the extractor left out.
     comments_apart: int = 0
 
 
@@ -44,8 +44,8 @@ def compare(
     computed, default: all).
 
     The verdict uses only ``config.methods``: the first of them, in precision order, that
-    calls the pair a duplicate; with ``config.comments``, ``a`` is no copy of ``b`` when it holds
-    COMMENT_WORDS or more words of readers' comments that ``b`` does not, whatever the methods say.
+    calls the pair a duplicate; with ``config.comments``, no copy when one holds COMMENT_WORDS or
+    more words of readers' comments that the other does not, whatever the methods say.
     """
     results: dict[str, MethodResult] = {}
     order = decision_order()

@@ -74,6 +74,33 @@ def test_a_few_words_of_comments_leave_a_copy(tmp_path, capsys, aeb_pages, aeb_t
     assert again["b"]["comment_words"] >= 250 and again["crawl"]["decision"] == "drop"
 
 
+def test_a_comment_widget_s_script_form_and_notices_are_no_comments(tmp_path, capsys, aeb_pages, aeb_truth):
+    """A comment section that holds no reader's words (a comment widget's script, the reply form
+    and a privacy notice under it, 200 words in all) leaves a print view a sure copy of the page;
+    a reader's comments beside them are counted alone."""
+    html = article(aeb_pages, ARTICLES[0])
+    notice = " ".join(comment_sentences(others(aeb_truth, ARTICLES[0])[5:], 120))
+    widget = (
+        "<div class='comments' id='comments'><h3>Leave a comment</h3>"
+        "<script>var disqus_config = function () { this.page.url = 'https://example.com/a'; "
+        + "var x = 'one two three four five six seven eight nine ten'; "
+        * 8
+        + "};</script><form id='commentform'><label for='c'>Comment</label><textarea id='c'></textarea>"
+        "<button>Post Comment</button></form>"
+        f"<div class='form-privacy-notice'><p>{notice}</p></div></div>"
+    )
+    page = html.replace("</body>", widget + "</body>", 1)
+    (tmp_path / "page.html").write_text(page, encoding="utf-8")
+    (tmp_path / "print.html").write_text(html, encoding="utf-8")
+    bare = compare_json(capsys, tmp_path / "print.html", tmp_path / "page.html")
+    assert bare["b"]["comment_words"] < 10 and bare["crawl"]["decision"] == "drop"
+    said = comment_sentences(others(aeb_truth, ARTICLES[0])[40:], 150)
+    with_readers = page.replace(widget, widget.replace("<h3>", f"<p>{' '.join(said)}</p><h3>", 1), 1)
+    (tmp_path / "readers.html").write_text(with_readers, encoding="utf-8")
+    readers = compare_json(capsys, tmp_path / "print.html", tmp_path / "readers.html")
+    assert 140 <= readers["b"]["comment_words"] <= 170 and readers["crawl"]["decision"] == "keep"
+
+
 def comment_site(folder, aeb_pages, aeb_truth) -> None:
     """A home page linking three real articles, each linking its comment view; the articles'
     own links are cut so the crawl stays on the site."""

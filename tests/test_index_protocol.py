@@ -281,8 +281,8 @@ def test_skipped_requests_and_tag_modes_would_be_skips_read_back_apart(open_dete
 
 def test_a_pages_comments_are_stored_and_read_back(open_detector, aeb_pages, aeb_truth):
     """Every backend keeps a page's comments (their words and hash): a comment view met after its
-    article is no copy of it, the view met again under another URL is one, and so is a page
-    without the comments (a print view) met after the view."""
+    article is no copy of it, the view met again under another URL is one; the article met after
+    the view is no copy of it either, and the article's print view met after that is one."""
     from comment_pages import comment_sentences, with_comments
 
     key = next(k for k in sorted(aeb_pages) if k.startswith("04a6711c"))
@@ -299,5 +299,7 @@ def test_a_pages_comments_are_stored_and_read_back(open_detector, aeb_pages, aeb
     assert (again.duplicate, again.duplicate_of, again.method) == (True, own.doc_id, "exact")
     fresh = open_detector(DedupConfig(), "second.db")
     fresh.check("http://a.example/story?view=comments", view)
+    story = fresh.check("http://a.example/story", article)
+    assert not story.duplicate and fresh.index.get(story.doc_id)["status"] == "unique"
     printed = fresh.check("http://a.example/print/story", article.replace("<body", "<body class='p'", 1))
-    assert printed.duplicate and printed.method == "exact"
+    assert (printed.duplicate, printed.duplicate_of, printed.method) == (True, story.doc_id, "exact")

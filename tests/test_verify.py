@@ -130,9 +130,9 @@ def test_a_few_spots_match_is_strong_when_simhash_all_but_agrees_or_every_spot_i
 
 def test_a_page_with_comments_of_its_own_is_no_copy_unless_comments_are_off():
     """NEARDUP_COMMENTS (on by default): a comment view (the article's main text and 577 words of
-    readers' comments) met after its article is no copy of it; off, an exact copy that differs
-    by text the extractor left out (``comments_apart``). Under 100 words, the same comments, or
-    a page without the comments its match holds (a print view): a copy."""
+    readers' comments) met after its article is no copy of it, nor the article met after the
+    view; off, an exact copy that differs by text the extractor left out (``comments_apart``).
+    Under 100 words, or the same comments: a copy."""
     from scrapy_neardup.comments import COMMENT_WORDS
 
     article = dataclasses.replace(BASE, exact=2, token_count=2405, spots=spots(*range(100, 500)))
@@ -146,4 +146,5 @@ def test_a_page_with_comments_of_its_own_is_no_copy_unless_comments_are_off():
     other = dataclasses.replace(view, comment_hash=8)  # other comments of as many words
     assert not compare(other, view, DedupConfig()).duplicate
     assert compare(dataclasses.replace(view), view, DedupConfig()).duplicate  # the same comments
-    assert compare(article, view, DedupConfig()).duplicate  # all of it is in the comment view
+    back = compare(article, view, DedupConfig())  # the article met after its comment view
+    assert not back.duplicate and back.comments_apart == 577
