@@ -232,9 +232,10 @@ IMATCH = Method(
 # to 180 words) is within it, short distinct pages of one site are not (benchmarks/short_texts.py,
 # docs/quality.md "Short articles").
 SURE_FEW_SPOTS_BITS = 6
-# ... and so is one whose pages share (almost) every spot: a brief's print view has its spots, while
-# the template's words move SimHash (benchmarks/short_texts.py, docs/quality.md "Short articles").
-SURE_FEW_SPOTS_JACCARD = 0.9
+# ... and so is one whose pages share most of their spots: a brief's print or AMP view has its spots,
+# while the template's words move SimHash (benchmarks/short_texts.py, docs/quality.md "Short
+# articles": no short distinct pair of ours shares as many).
+SURE_FEW_SPOTS_JACCARD = 0.8
 
 
 def _spotsigs_result(a: Fingerprint, b: Fingerprint, config: Config) -> MethodResult | None:
