@@ -76,8 +76,8 @@ COMMENT_WORDS = 100
 def comments_apart(page: Fingerprint, match: Fingerprint) -> int:
     """Words of readers' comments one of two pages holds that the other does not (the more, when
     each holds others): 0 when neither holds any, or both the same. Either way round: an article
-    met after its comment view is not lost as a copy of it (a print view met after an article
-    shown with its comments is kept too, and counted)."""
+    met after its comment view is not lost as a copy of it (so a print view met after an
+    article shown with its comments is kept too)."""
     if page.comment_hash == match.comment_hash:
         return 0
     return max(page.comment_words, match.comment_words)
