@@ -116,7 +116,9 @@ def test_a_few_spots_match_is_strong_when_simhash_all_but_agrees_or_every_spot_i
     same_spots = dataclasses.replace(short, exact=3, simhash=ten_bits)
     far = dataclasses.replace(short, exact=4, simhash=ten_bits, spots=spots(*range(1, 8), 98, 99))  # 7 of 11
     assert short.spots.size < config.spotsigs_min_spots
-    for other in (close, same_spots):
+    eight_of_ten = dataclasses.replace(short, exact=5, simhash=ten_bits, spots=spots(*range(1, 9), 99))
+    assert compare(eight_of_ten, short, config).similarity == SURE_FEW_SPOTS_JACCARD == 0.8
+    for other in (close, same_spots, eight_of_ten):
         strong = compare(other, short, config)
         assert strong.duplicate and strong.method == "spotsigs" and not strong.weak
     weak = compare(far, short, config)
