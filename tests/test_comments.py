@@ -80,12 +80,11 @@ def test_a_comment_widget_s_script_form_and_notices_are_no_comments(tmp_path, ca
     a reader's comments beside them are counted alone."""
     html = article(aeb_pages, ARTICLES[0])
     notice = " ".join(comment_sentences(others(aeb_truth, ARTICLES[0])[5:], 120))
+    script = "var disqus_url = 'https://example.com/a'; " + "var x = 'one two three four five six'; " * 8
     widget = (
         "<div class='comments' id='comments'><h3>Leave a comment</h3>"
-        "<script>var disqus_config = function () { this.page.url = 'https://example.com/a'; "
-        + "var x = 'one two three four five six seven eight nine ten'; "
-        * 8
-        + "};</script><form id='commentform'><label for='c'>Comment</label><textarea id='c'></textarea>"
+        f"<script>{script}</script><form id='commentform'><label for='c'>Comment</label>"
+        "<textarea id='c'></textarea>"
         "<button>Post Comment</button></form>"
         f"<div class='form-privacy-notice'><p>{notice}</p></div></div>"
     )
