@@ -433,6 +433,52 @@ def test_the_crawl_stays_open_while_a_revoked_rule_s_requests_are_claimed(tmp_pa
     index.close()
 
 
+def test_a_request_whose_rule_is_revoked_while_its_skip_is_written_is_fetched(tmp_path):
+    """The revocation's revival reads the index's skipped requests before this one's row is in
+    it: the request is fetched at once, its row claimed, rather than skipped for good."""
+    from types import SimpleNamespace
+
+    from scrapy import Request, Spider
+    from scrapy.exceptions import IgnoreRequest
+    from scrapy.utils.test import get_crawler
+
+    from scrapy_neardup import DedupConfig
+    from scrapy_neardup.crawl.batches import Batch
+    from scrapy_neardup.crawl.hosts import Hosts
+    from scrapy_neardup.crawl.url_rules import FETCH, UrlRules
+    from scrapy_neardup.index import SQLiteIndex
+
+    db = tmp_path / "race.sqlite"
+    key = RuleKey("http://x", "", PARAM, "view")
+    seeded_index(db, {key.text(): "adopted"})
+    crawler, scheduled = get_crawler(), []
+    crawler.engine = SimpleNamespace(crawl=scheduled.append)
+    crawler.spider = Spider("s", allowed_domains=["x"])
+    index = SQLiteIndex(db, DedupConfig())
+    lanes = Detector(DedupConfig(), index).lanes
+    rules = UrlRules(lanes, crawler.stats, crawler, Hosts(crawler), explore=0.0)
+    rules.start(forget=False)
+    rules.model.observe("http://x/a?id=1", cluster=1)
+
+    async def revoked_meanwhile(rows):
+        rules._take(key, 29, 1, "revoked")
+        rules.model.rules_changed()
+        await rules.revive_withdrawn()  # finds no row yet
+        return await lanes.run(lambda lane: lane.index.add_url_skips(rows))
+
+    rules._skips = Batch(revoked_meanwhile)
+    request = Request("http://x/a?id=1&view=print")
+    try:
+        asyncio.run(rules.before_download(request, crawler.spider))
+    except IgnoreRequest:
+        pytest.fail("skipped by a rule revoked before its row was written: fetched by no one")
+    assert request.meta[FETCH] and not scheduled
+    stats = crawler.stats
+    assert stats.get_value("neardup/urls/skipped") == stats.get_value("neardup/urls/revived") == 1
+    assert index.url_skips([key.text()]) == []  # its row claimed: no later crawl fetches it again
+    index.close()
+
+
 def stored(result: dict) -> set[tuple]:
     """The distinct pages whose items reached the feed."""
     return {

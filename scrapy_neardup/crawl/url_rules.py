@@ -174,14 +174,30 @@ class UrlRules:
                 "scrapy-neardup: fetching %s, a predicted copy that cannot be kept (%r)", request.url, exc
             )
             return
-        self._sample(Skipped(request.url, target, tuple(texts), skip, kept))
         self.stats.inc_value("neardup/urls/skipped")
+        if not all(map(self.model.enforces, keys)) and await self._fetch_now(skip, request):
+            return
+        self._sample(Skipped(request.url, target, tuple(texts), skip, kept))
         reason = f"predicted copy of {target} (learned URL rules: {_named(keys)})"
         if self.debug or not self._logged:
             more = "" if self.debug else " - no more will be shown (see NEARDUP_DEBUG)"
             logger.debug("scrapy-neardup: skipped %s, a %s%s", request.url, reason, more)
             self._logged = True
         raise IgnoreRequest(reason)
+
+    async def _fetch_now(self, skip: int, request: Request) -> bool:
+        """A rule withdrawn while its skip was being written: the revival may have read the
+        index before the row was in it. Whether this crawler claimed the row, so fetches the
+        request now (else another revival claimed it and schedules it)."""
+        try:
+            claimed = await self.lanes.run(lambda lane: lane.index.claim_url_skips([skip]))
+        except Exception as exc:  # the index failed: fetched, the row left for a later revival
+            logger.debug("scrapy-neardup: could not claim skipped request #%s (%r)", skip, exc)
+            return True
+        if claimed:
+            request.meta[FETCH] = True
+            self.stats.inc_value("neardup/urls/revived")
+        return bool(claimed)
 
     async def _note(self, texts: list[str], url: str, target: str) -> None:
         """Keep a request tag mode fetched that the rules would have skipped (for the report)."""
