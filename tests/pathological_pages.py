@@ -9,7 +9,7 @@ ordinary text, so an extractor that copes with it has something to judge.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 TEXT = "The river rose by two metres overnight and the town council closed the old bridge. " * 12
@@ -130,13 +130,13 @@ PAGES: dict[str, Callable[[], str]] = {
 }
 
 
-def write(folder: Path) -> list[Path]:
-    """Each page as ``folder/<name>.html``."""
+def write(folder: Path, names: Iterable[str] = PAGES) -> list[Path]:
+    """Each page (of ``names``) as ``folder/<name>.html``."""
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
-    for name, make in PAGES.items():
+    for name in names:
         path = folder / f"{name}.html"
-        path.write_text(make(), encoding="utf-8")
+        path.write_text(PAGES[name](), encoding="utf-8")
         paths.append(path)
     return paths
 

@@ -188,7 +188,8 @@ def test_a_parameter_rule_is_never_adopted_on_views_that_differ_by_their_comment
         views = sites[commented]
         with serve(site, handler=ViewHandler) as base:
             settings = {**ADDON, "NEARDUP_INDEX": str(tmp_path / f"{commented}-{comments}.sqlite"),
-                        "NEARDUP_COMMENTS": comments, "NEARDUP_URL_MAX_ERROR": 0.2}  # fmt: skip
+                        "NEARDUP_COMMENTS": comments, "NEARDUP_URL_MAX_ERROR": 0.2,
+                        "NEARDUP_WORKERS": 0}  # fmt: skip
             result = crawl(tmp_path, [base + "/index.html"], settings, item_pattern=r"/news/")
         stats, stored = result["stats"], {path_of(item["url"]) for item in result["items"]}
         if not commented:

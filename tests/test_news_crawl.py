@@ -51,6 +51,7 @@ def test_ignoring_duplicate_responses_loses_a_story_only_a_twin_links_to(tmp_pat
     site = tmp_path / "site"
     holds = build(site, 0)
     settings = {**ADDON, "NEARDUP_INDEX": str(tmp_path / "news.sqlite"), "NEARDUP_ACTION": "ignore"}
+    settings["NEARDUP_WORKERS"] = 0  # inline: a pool's workers cost 3 s of CPU and change no verdict
     with serve(site) as base:
         result = crawl(tmp_path, [base + "/index.html"], settings, item_pattern=ARTICLES)
     stored = stored_stories(result, holds)
@@ -76,6 +77,7 @@ def test_compare_states_the_crawls_decision_on_every_duplicate(tmp_path, capsys,
     site = tmp_path / "site"
     build(site, 0)
     settings = {**ADDON, "NEARDUP_INDEX": str(tmp_path / "news.sqlite"), "CONCURRENT_REQUESTS": 1}
+    settings["NEARDUP_WORKERS"] = 0  # inline: a pool's workers cost 3 s of CPU and change no verdict
     settings.update({"NEARDUP_DROP_ABOVE": float(bar)} if bar else {})
     with serve(site) as base:
         result = crawl(tmp_path, [base + "/index.html"], settings, item_pattern=ARTICLES)
