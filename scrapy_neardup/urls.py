@@ -206,7 +206,7 @@ class UrlModel:
     def _pairs(self, form: Form, keys: list[tuple]) -> list[tuple[list[RuleKey], Form, int]]:
         """The pages near ``form`` (found by its ``keys``) whose URLs differ from its own in one
         kind of way: the rules the difference is about, the page, its cluster."""
-        pairs, seen = [], set()
+        pairs, seen, section = [], set(), None
         for key in keys:
             for other, other_cluster in self._near.get(key, ()):
                 if other == form or other in seen:
@@ -214,17 +214,18 @@ class UrlModel:
                 seen.add(other)
                 found = difference(form, other)
                 if found is not None:
-                    pairs.append((self._keys(form, *found), other, other_cluster))
+                    if section is None:  # the same for every pair: the rules in force on ``form``
+                        section = _section(self._rewrite(form)[0][1])
+                    pairs.append((self._keys(form, section, *found), other, other_cluster))
         return pairs
 
-    def _keys(self, form: Form, kind: str, names: frozenset[str]) -> list[RuleKey]:
+    def _keys(self, form: Form, section: str, kind: str, names: frozenset[str]) -> list[RuleKey]:
         """The rules a difference of ``form`` from another page is about: a parameter's within the
-        section its URL has once adopted segments are taken out, on the hosts joined to its own."""
+        ``section`` its URL has once adopted segments are taken out, on the hosts joined to its own."""
         if kind == HOST:
             return [RuleKey("", "", HOST, name) for name in sorted(names)]
         host = self._host_of(form.host)
-        section = _section(self._rewrite(form)[0][1]) if kind == PARAM else ""
-        return [RuleKey(host, section, kind, name) for name in sorted(names)]
+        return [RuleKey(host, section if kind == PARAM else "", kind, name) for name in sorted(names)]
 
     def _witness(self, key: RuleKey, cluster: int) -> bool:
         """Whether a pair of ``cluster``'s pages is new evidence for ``key``: pages of one content
