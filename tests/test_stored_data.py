@@ -21,13 +21,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scrapy import Request, Spider
 from scrapy.http import FormRequest
-from test_urls import COUNT, fetched, url_site  # the URL-rule test site
+from test_urls import fetched, url_site  # the URL-rule test site
 from url_site import pages
 
 from scrapy_neardup import DedupConfig
 from scrapy_neardup.crawl import kept_requests
 from scrapy_neardup.url_rule import HOST, PARAM, SEGMENT, RuleKey, read_rule
 from scrapy_neardup.urls import UrlModel
+
+ARTICLES = 8  # the URL-rule site, a third of its size in test_urls.py: each URL's kind is there
 
 
 class NewsSpider(Spider):
@@ -102,6 +104,21 @@ def _steering(**change) -> bytes:
 def test_a_row_that_says_how_to_travel_or_elsewhere_is_refused(row):
     with pytest.raises(ValueError):
         kept_requests.revive(row, NewsSpider(), "http://x/a")
+
+
+def test_a_request_read_from_the_index_waits_for_a_host_and_port_the_crawl_asks_for():
+    """The crawl's links are told apart by scheme, host and port, however their URLs are
+    written (each URL's beginning is remembered, not parsed again)."""
+    from scrapy_neardup.crawl.hosts import Hosts
+
+    hosts, scheduled = Hosts(), []
+    for url in ("http://x?q=1/a", "HTTP://X:80/b", "http://u@y:81#f/c", "mailto:a@b", "http://z:bad/"):
+        hosts.asked(url)
+        hosts.asked(url)
+    assert hosts.allows("http://x/") and hosts.allows("http://y:81/") and not hosts.allows("https://x/")
+    assert not hosts.fetch(Request("https://x/a"), scheduled.append)  # another port: it waits
+    hosts.asked("https://x/other")
+    assert [r.url for r in scheduled] == ["https://x/a"]
 
 
 @pytest.mark.parametrize(
@@ -236,12 +253,12 @@ def test_planted_rows_run_nothing_and_the_crawl_stores_its_pages(backend, tmp_pa
 
         settings["NEARDUP_INDEX"] = str(tmp_path / "planted.sqlite")
         index = SQLiteIndex(tmp_path / "planted.sqlite", DedupConfig())
-    with url_site(COUNT) as base:
+    with url_site(ARTICLES) as base:
         _plant(index, base, ran)
         index.close()
         result = crawl(tmp_path, [base + "/list?page=0"], settings)
     assert not ran.exists()
-    assert fetched(result) == pages(COUNT)
+    assert fetched(result) == pages(ARTICLES)
     assert "Traceback" not in result["stderr"]
     said = [line for line in result["stderr"].splitlines() if "cannot be scheduled again" in line]
     assert len(said) == 3 and result["stats"]["neardup/urls/unreadable"] == 3
@@ -254,9 +271,9 @@ def test_a_crawl_of_urls_with_tabs_in_parameter_names_leaves_an_index_the_next_c
 ):
     db = tmp_path / "tabs.sqlite"
     settings = {**ADDON, "NEARDUP_INDEX": str(db), "NEARDUP_WORKERS": 0}
-    with url_site(COUNT) as base:
+    with url_site(ARTICLES) as base:
         tails = ("", "&x%09y=1", "&n%0Al%00=%ff")
-        starts = [f"{base}/a?id={n}{tail}" for n in range(COUNT) for tail in tails]
+        starts = [f"{base}/a?id={n}{tail}" for n in range(ARTICLES) for tail in tails]
         first = crawl(tmp_path, starts, settings)
         with sqlite3.connect(db) as con:
             names = {RuleKey.parse(rule).name for (rule,) in con.execute("SELECT rule FROM url_rules")}
@@ -266,7 +283,7 @@ def test_a_crawl_of_urls_with_tabs_in_parameter_names_leaves_an_index_the_next_c
     assert "could not be read" not in again["stderr"]  # the rules with tabs were read back
     stored = {parse_qs(urlsplit(item["url"]).query).get("id", [""])[0] for item in again["items"]}
     # (every one: the re-runs of issue 39)
-    assert len(stored & {str(n) for n in range(COUNT)}) >= COUNT * 3 // 4
+    assert len(stored & {str(n) for n in range(ARTICLES)}) >= ARTICLES * 3 // 4
     report = forked.run(
         [
             sys.executable,
