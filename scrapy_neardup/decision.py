@@ -84,7 +84,10 @@ class Decision:
                 return Verdict(url, row[0], row[1] == "duplicate", skip_reason=row[2], revisit="unchanged")
         earlier = index.earlier(key, scope, many)
         if earlier is not None and earlier.ours and earlier.original is not None:
-            return self._met_again(url, fp, scope, earlier)
+            again = self._met_again(url, fp, scope, earlier)
+            if again is not None:
+                return again
+            earlier = None  # other content under the URL (an API item's summary): a page of its own
         if not fp.judged:
             if earlier is not None and earlier.status != "skipped":  # a failed fetch keeps the record
                 return Verdict(url, earlier.id, False, skip_reason=fp.skip_reason)
@@ -132,15 +135,21 @@ class Decision:
         same = kept and earlier.exact is not None and earlier.exact == probe.exact
         return dataclasses.replace(verdict, revisit="unchanged" if same else "changed")
 
-    def _met_again(self, url: str, fp: Fingerprint, scope: str, earlier: Earlier) -> Verdict:
+    def _met_again(self, url: str, fp: Fingerprint, scope: str, earlier: Earlier) -> Verdict | None:
         """A page whose URL this crawl recorded already: a copy of what that record holds
         (``SAME_URL``; its similarity to it, where both were judged). Nothing new is recorded: it
-        is the same page, met again."""
+        is the same page, met again. None when the page holds other content than the record
+        (no match, or a record with none to compare: an item's summary too short to judge)."""
         index, original, similarity = self.index, earlier.original, None
         if fp.judged:
             probe = dataclasses.replace(fp, spots=spots32(fp.spots))
-            for _, own in index.signatures([original], scope):
-                similarity = compare(probe, own, self.config, self._verify_methods).similarity
+            own = index.signatures([original], scope)
+            if not own:
+                return None
+            same = compare(probe, own[0][1], self.config, self._verify_methods)
+            if not same.duplicate:
+                return None
+            similarity = same.similarity
         index.seen(original, index.clock())
         return Verdict(
             url, earlier.id, True, duplicate_of=original, duplicate_of_url=index.url_of(original),

@@ -580,7 +580,7 @@ def test_a_folder_of_files_a_folder_is_not_read_for_says_why_none_was_read(tmp_p
     (folder / "b.jl").write_text(item(2) + "\n")
     (folder / "old" / "crawl.warc.gz").write_bytes(gzip.compress(b""))
     (folder / "notes").write_text("no pages here")
-    urls, _ = scan(tmp_path, folder)
+    urls, _ = scan(tmp_path, folder, code=1)  # a scan that read nothing
     assert urls == [] and "scanned 0 pages" in capsys.readouterr().out
     said = [r.getMessage() for r in caplog.records if "read none" in r.getMessage()]
     assert said == [

@@ -221,14 +221,15 @@ def test_the_pipeline_judges_items_by_themselves(tmp_path):
     assert crawler.stats.get_value("neardup/unjudged/no_content") == 1
 
 
-def _api_item_then_its_page(crawler) -> tuple[dict, dict]:
-    """An API item carrying the article's web URL and its text, then the HTML page of that URL:
-    what the pipeline and the spider middleware pass on of each."""
+def _api_item_then_its_page(crawler, text: str | None = None) -> tuple[dict, dict]:
+    """An API item carrying the article's web URL and its text (or ``text``), then the HTML page
+    of that URL: what the pipeline and the spider middleware pass on of each."""
     middleware = NearDupDownloaderMiddleware.from_crawler(crawler)
     spider_middleware = NearDupSpiderMiddleware.from_crawler(crawler)
     pipeline = NearDupPipeline.from_crawler(crawler)
     url = "http://a.example/library"
-    text = HtmlResponse(url, body=ARTICLE).xpath("string(//article)").get()
+    if text is None:
+        text = HtmlResponse(url, body=ARTICLE).xpath("string(//article)").get()
     outcome: dict = {}
     try:
         outcome["api"] = run(pipeline.process_item({"url": url, "text": text}))
@@ -255,6 +256,16 @@ def test_an_api_item_and_the_page_of_its_url_are_stored_once_a_crawl(tmp_path):
     again, verdict = _api_item_then_its_page(crawler)
     assert again["api"] is not None and again["page"] is None  # the re-run stores it once again
     assert crawler.stats.get_value("neardup/revisits") >= 1
+
+
+@pytest.mark.parametrize("words", [12, 80])
+def test_the_page_of_a_url_an_item_carried_with_other_text_is_stored(tmp_path, words):
+    """An API item of a short summary (too short to judge, or judged) under the article's URL,
+    then the article's page: other content under one URL, so both are stored."""
+    summary = " ".join(f"word{n % 40} of the summary" for n in range(words // 4))
+    outcome, verdict = _api_item_then_its_page(make_crawler(tmp_path), summary)
+    assert outcome["api"] is not None and outcome["page"] is not None
+    assert not verdict.get("duplicate")
 
 
 def test_items_without_a_content_field_are_named_once(tmp_path, caplog):

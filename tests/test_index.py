@@ -606,6 +606,9 @@ def test_changed_threshold_is_refused_with_the_setting_name(tmp_path):
     SQLiteIndex(tmp_path / "i.db", DedupConfig()).close()
     with pytest.raises(IndexFileError, match="NEARDUP_SPOTSIGS_THRESHOLD"):
         SQLiteIndex(tmp_path / "i.db", DedupConfig(spotsigs_threshold=0.7))
+    said = r"not 0\.6 \(NEARDUP_PRESET = 'strict' sets it\).*NEARDUP_RESET"
+    with pytest.raises(IndexFileError, match=said):
+        SQLiteIndex(tmp_path / "i.db", DedupConfig(preset="strict"))
 
 
 def test_unwritable_location_fails_clearly(tmp_path):

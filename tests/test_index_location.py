@@ -63,3 +63,36 @@ def test_a_crawl_completes_the_spider_s_prefix_and_name():
     assert located("memory:").backend == "memory"
     assert with_prefix("redis://h/0?prefix=mine", "news:neardup") == "redis://h/0?prefix=mine"
     assert with_prefix("pages.db", "news:neardup") == "pages.db"
+
+
+@pytest.mark.parametrize(
+    ("location", "module", "extra"),
+    [
+        ("redis://127.0.0.1:1/0?prefix=a", "redis.index:redis", "redis"),
+        ("postgresql://x@127.0.0.1:1/db?prefix=a", "postgres.index:psycopg", "postgres"),
+    ],
+)
+def test_a_server_index_without_its_extra_names_what_to_install(
+    monkeypatch, capsys, tmp_path, location, module, extra
+):
+    """Opening, reporting on or resetting a Redis or PostgreSQL index without its package: one
+    line naming the extra, from the crawl's opening and from every command."""
+    import importlib
+
+    from scrapy_neardup import MissingExtraError
+    from scrapy_neardup.cli import main
+    from scrapy_neardup.config import DedupConfig
+    from scrapy_neardup.index import open_existing, open_index
+
+    name, attribute = module.split(":")
+    monkeypatch.setattr(importlib.import_module("scrapy_neardup.index.engines." + name), attribute, None)
+    spec = IndexSpec.parse(location)
+    for opening in (lambda: open_index(spec, DedupConfig()), lambda: open_existing(spec)):
+        with pytest.raises(MissingExtraError, match=rf"pip install 'scrapy-neardup\[{extra}\]'"):
+            opening()
+    page = tmp_path / "page.html"
+    page.write_text("<html><body><p>a page</p></body></html>")
+    for command in (["report", "--index", location], ["scan", str(page), "--index", location]):
+        assert main(command) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and f"scrapy-neardup[{extra}]" in err, err

@@ -29,7 +29,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from ..config import SHAPING_KNOBS, DedupConfig
+from ..config import PRESETS, SHAPING_KNOBS, DedupConfig
 from ..exceptions import IndexFileError
 from ..methods import STORED_FIELDS
 from . import spot_search
@@ -163,10 +163,12 @@ def spot_keys(
     stored, current = json.loads(meta["config"]), json.loads(shaping(config))
     for name in SHAPING_KNOBS:
         if stored.get(name) != current.get(name):
+            preset = name in PRESETS[config.preset]
+            by_preset = f" (NEARDUP_PRESET = {config.preset!r} sets it)" if preset else ""
             raise IndexFileError(
                 path,
-                f"was built with {name} = {stored.get(name)!r}, not {current.get(name)!r}; "
-                f"use the same NEARDUP_{name.upper()} or {remedy}",
+                f"was built with {name} = {stored.get(name)!r}, not {current.get(name)!r}{by_preset}; "
+                f"use the same NEARDUP_{name.upper()} or {remedy} (NEARDUP_RESET = True starts it afresh)",
             )
     large = tuple(int(v) for v in meta["spot_overlap_large"].split())
     overlap, bits = int(meta["spot_overlap"]), int(meta["spot_bucket_bits"])

@@ -119,7 +119,7 @@ async def _scan(args: argparse.Namespace, config: DedupConfig) -> int:
         f"{summary.duplicates} duplicates, "
         f"{len(summary.clusters)} clusters."
     )
-    return 1 if unread and not counts["scanned"] and not counts["already"] else 0
+    return 1 if not counts["scanned"] and not counts["already"] else 0  # read nothing
 
 
 class Progress:

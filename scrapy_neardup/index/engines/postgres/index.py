@@ -30,9 +30,13 @@ except ImportError:  # pragma: no cover - the extra is missing
     psycopg = sql = None
 
 
-def _connect(url: str, timeout: float) -> Any:
+def _require_psycopg() -> None:
     if psycopg is None:
-        raise MissingExtraError("the PostgreSQL index needs psycopg: pip install 'scrapy-neardup[postgres]'")
+        feature = "a PostgreSQL index (NEARDUP_INDEX = 'postgresql://...')"
+        raise MissingExtraError(feature, "postgres", "psycopg")
+
+
+def _connect(url: str, timeout: float) -> Any:
     db = psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(timeout)))
     # A check's queries are small, but the planner's estimate of a bucket read grows with the
     # lists (it cannot see how few rows a bucket holds): past jit_above_cost the server would
@@ -75,6 +79,7 @@ class PostgresIndex(Ledger):
         timeout: float = 10.0,
         read_only: bool = False,
     ) -> None:
+        _require_psycopg()
         self.url, self.prefix = url, prefix
         path = f"{safe_url(url)} {prefix}"
         try:
@@ -143,6 +148,7 @@ class PostgresIndex(Ledger):
     @classmethod
     def existing(cls, spec: IndexSpec) -> PostgresIndex:
         """Open an index with the settings it was built with (reports, exports, forget)."""
+        _require_psycopg()
         path, prefix = f"{safe_url(spec.where)} {spec.key}", spec.key or "neardup"
         try:
             with _connect(spec.where, 10.0) as db:
@@ -156,6 +162,7 @@ class PostgresIndex(Ledger):
     @classmethod
     def reset(cls, spec: IndexSpec) -> None:
         """NEARDUP_RESET: drop the index's own tables and sequences, nothing else in the schema."""
+        _require_psycopg()
         prefix, path = spec.key or "neardup", f"{safe_url(spec.where)} {spec.key}"
         try:
             with _connect(spec.where, 10.0) as db:

@@ -43,14 +43,16 @@ OWN_KEYS = (*KEY_TYPES, *(store.redis for store in MAPS.values() if store.marks)
 OWN_KINDS = ("sl", *KEYS.values(), *(store.redis for store in SETS.values()))
 
 
+def _require_redis() -> None:
+    if redis is None:
+        raise MissingExtraError("a Redis index (NEARDUP_INDEX = 'redis://...')", "redis", "redis")
+
+
 class RedisIndex(Ledger):
     """Candidate search over admitted pages kept in Redis, with every verdict recorded."""
 
     def __init__(self, url: str, config: DedupConfig, prefix: str = "neardup", timeout: float = 5.0) -> None:
-        if redis is None:
-            raise MissingExtraError(
-                "the Redis index needs the redis package: pip install 'scrapy-neardup[redis]'"
-            )
+        _require_redis()
         self.url, self.prefix = url, prefix
         path = f"{safe_url(url)} {prefix}"  # what messages name
         if not fit_key_prefix(prefix):
@@ -81,6 +83,7 @@ class RedisIndex(Ledger):
     @classmethod
     def open_existing(cls, url: str, prefix: str = "neardup") -> RedisIndex:
         """Open an index with the settings it was built with (for reports and exports)."""
+        _require_redis()
         path = f"{safe_url(url)} {prefix}"
         try:
             r = redis.Redis.from_url(url)
