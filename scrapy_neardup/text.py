@@ -393,6 +393,8 @@ def extract_parts(
         if looks_binary(body):
             raise SkipPage("binary", "the body is not text")
         body = decode(body, content_type)
+    elif looks_binary(body[:4096].encode("utf-8", "surrogatepass")):  # an item of a binary body, decoded
+        raise SkipPage("binary", "the body is not text")
     if not body.strip():
         raise SkipPage("empty", "the body is empty")
     if extractor != "text" and _crowded_tag(body):

@@ -54,6 +54,18 @@ def test_scan_folder_finds_copies_and_resumes(tmp_path, capsys, articles):
     assert member["duplicate_of"] == result["clusters"][0]["canonical"]
 
 
+def test_files_named_one_by_one_are_urled_by_their_path_as_named(tmp_path, capsys, articles, monkeypatch):
+    """Two files of one name in two folders, named on the command line: two URLs, so the
+    report never shows a page as a copy of itself."""
+    for folder in ("news", "print"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "article.html").write_bytes(articles[0].replace(b"canonical", b"x"))
+    monkeypatch.chdir(tmp_path)
+    scan(capsys, "news/article.html", "print/article.html", "--db", "i.db")
+    members = report(capsys, tmp_path / "i.db")["clusters"][0]["members"]
+    assert [m["url"] for m in members] == ["news/article.html", "print/article.html"]
+
+
 def test_scan_with_workers_gives_the_same_verdicts(tmp_path, capsys, articles):
     folder = tmp_path / "pages"
     folder.mkdir()

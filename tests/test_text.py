@@ -170,6 +170,18 @@ def test_pages_without_text_are_skipped_with_a_reason(body, reason):
     assert info.value.reason == reason
 
 
+@pytest.mark.parametrize("encoding", ["latin-1", "utf-8"])
+@pytest.mark.parametrize("extractor", ["auto", "text"])
+def test_a_binary_body_decoded_into_an_item_is_skipped_as_binary(encoding, extractor):
+    """A feed or an item holds a binary response's body as text (Scrapy's ``response.text``):
+    the same skip as the bytes get."""
+    for body in (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 8, bytes(range(256)) * 20):
+        with pytest.raises(SkipPage) as info:
+            main_text(body.decode(encoding, errors="replace"), extractor)
+        assert info.value.reason == "binary"
+    assert main_text(ARTICLE, extractor)  # text is text
+
+
 def test_huge_page_is_skipped_before_parsing():
     huge = b"<html><body>" + b"<p>word word word</p>" * 1_000_000 + b"</body></html>"
     assert len(huge) > 20_000_000

@@ -89,7 +89,7 @@ def read_pages(
     skips = skips if skips is not None else Skips()
     check_input(path)
     if not path.is_dir():
-        yield from _read_file(path, path.name, field, skips, max_body)
+        yield from _read_file(path, path.as_posix(), field, skips, max_body)  # its URL: as named
         return
     done, files, unread = 0, 0, Counter()
     for file in _folder_pages(path, follow_links, skips, unread):
