@@ -30,7 +30,7 @@ SURE_SIMILARITY = 0.65
 
 
 # The method of a page met again within one crawl under a URL this crawl recorded (by this run or
-# one beside it): a copy of what it held then, whatever it holds now.
+# one beside it): a copy of what it held then, while its content still matches it.
 SAME_URL = "url"
 
 
@@ -70,11 +70,12 @@ class Decision:
         A page not judged is recorded as skipped; a sure duplicate is recorded with what it
         duplicates; any other page is admitted and becomes findable, a page let through with
         the match it resembles. A page whose revisit ``key`` (its canonical URL) this crawl
-        recorded already (this run, or one running beside it) is a copy of what it held; one
-        an earlier crawl recorded is a revisit: never a duplicate of itself, and its record is
-        updated, not repeated. So is a sure copy of an earlier crawl's page that this crawl
-        meets first: its content goes out once a crawl. With ``many`` (items: a page may yield
-        several under one URL), a changed one is recorded beside the others, not over them.
+        recorded already (this run, or one running beside it) is a copy of what it held, while
+        its content matches it; one an earlier crawl recorded is a revisit: never a duplicate of
+        itself, and its record is updated, not repeated. So is a sure copy of an earlier crawl's
+        page that this crawl meets first: its content goes out once a crawl. With ``many`` (items:
+        a page may yield several under one URL), a changed one is recorded beside the others, not
+        over them.
         ``request``: the page's, kept while this run may not have delivered what it admits.
         """
         index = self.index
