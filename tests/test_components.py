@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -266,6 +267,23 @@ def test_the_page_of_a_url_an_item_carried_with_other_text_is_stored(tmp_path, w
     outcome, verdict = _api_item_then_its_page(make_crawler(tmp_path), summary)
     assert outcome["api"] is not None and outcome["page"] is not None
     assert not verdict.get("duplicate")
+
+
+def test_a_page_met_again_under_its_own_url_is_not_called_a_copy_of_itself(tmp_path, caplog):
+    """A re-run that meets a copy first puts its content out under the copy's URL; the page
+    met after it is dropped as met again, and says so rather than "a copy of itself"."""
+    from scrapy_neardup.crawl.policy import Outcome, why_dropped
+    from scrapy_neardup.verdict import Verdict
+
+    url = "http://a.example/edit-copy"
+    again = Verdict(url, 2, True, duplicate_of=2, duplicate_of_url=url, similarity=1.0, method="url")
+    assert why_dropped(again) == "met again under its URL, whose content this crawl has put out already"
+    session = CrawlSession.for_crawler(make_crawler(tmp_path, NEARDUP_DEBUG=True))
+    with caplog.at_level("DEBUG", logger="scrapy_neardup"):
+        session.acted(again, Outcome.DROPPED)
+    assert f"{url} of its own URL, met again (its content is out already) (url," in caplog.text
+    copy = dataclasses.replace(again, url="http://b.example/copy")
+    assert why_dropped(copy) == f"near-duplicate of {url}"
 
 
 def test_items_without_a_content_field_are_named_once(tmp_path, caplog):

@@ -76,6 +76,8 @@ class Policy:
 
 def why_dropped(verdict: Verdict) -> str:
     """The reason a dropped item or an ignored response gives."""
+    if verdict.duplicate and verdict.duplicate_of_url == verdict.url:  # out under another URL
+        return "met again under its URL, whose content this crawl has put out already"
     if verdict.duplicate:
         return f"near-duplicate of {verdict.duplicate_of_url}"
     return "unchanged since an earlier crawl (NEARDUP_DROP_UNCHANGED)"

@@ -288,9 +288,11 @@ class CrawlSession:
                 Outcome.TAGGED: "Tagged near-duplicate",
                 Outcome.FIRST: "Kept the first item (its original put none out) of near-duplicate",
             }.get(outcome, "Let through uncertain near-duplicate")
+            of = verdict.duplicate_of_url
+            of = "its own URL, met again (its content is out already)" if of == verdict.url else of
             logger.debug(
-                "%s %s of %s (%s, similarity %.3f)%s", verb, verdict.url,
-                verdict.duplicate_of_url, verdict.method, verdict.similarity or 0.0, more,
+                "%s %s of %s (%s, similarity %.3f)%s", verb, verdict.url, of, verdict.method,
+                verdict.similarity or 0.0, more,
             )  # fmt: skip
         self._logged_once = True
 
