@@ -96,3 +96,16 @@ def test_a_server_index_without_its_extra_names_what_to_install(
         assert main(command) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and f"scrapy-neardup[{extra}]" in err, err
+
+
+def test_a_report_of_a_suffix_no_format_has_is_warned_about_at_start(tmp_path, caplog):
+    """NEARDUP_REPORT = "r.pdf" is written as HTML: said at start, not found at the end."""
+    said = {}
+    for name in ("r.pdf", "r.json", "report"):
+        caplog.clear()
+        settings = Settings({"NEARDUP_INDEX": str(tmp_path / "i.db"), "NEARDUP_REPORT": str(tmp_path / name)})
+        CrawlSettings.from_settings(settings, "news")
+        said[name] = [r.getMessage() for r in caplog.records if "no report format" in r.getMessage()]
+    assert not said["r.json"] and not said["report"]
+    (pdf,) = said["r.pdf"]
+    assert ".pdf is no report format, so it is written as HTML" in pdf

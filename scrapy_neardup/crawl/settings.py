@@ -40,7 +40,7 @@ from ..knobs import (
     renamed,
     setting_name,
 )
-from ..report import FORMATS
+from ..report import FORMATS, SUFFIXES
 from ..report.clusters import CANONICAL_POLICIES
 from ..url_rule import MAX_ERROR, MISSED_SHARE
 from ..urls import EXPLORE
@@ -241,6 +241,13 @@ class CrawlSettings:
         )
         if completed.report is not None:
             _check_report(completed.report, completed.index_spec)
+            suffix = completed.report.suffix
+            if completed.report_format is None and suffix and suffix.lower() not in SUFFIXES:
+                logger.warning(
+                    "scrapy-neardup: NEARDUP_REPORT %s: %s is no report format, so it is written as HTML; "
+                    "name a .html, .json or .csv file, or set NEARDUP_REPORT_FORMAT",
+                    completed.report, suffix,
+                )  # fmt: skip
         return completed
 
     @property
