@@ -74,9 +74,15 @@ class Policy:
         }[self.action]
 
 
+def met_again_as_its_own(verdict: Verdict) -> bool:
+    """A page met again under its own URL, whose content this crawl put out under another (a
+    re-run met its copy first): its original is no other page to name."""
+    return verdict.duplicate and verdict.duplicate_of_url == verdict.url
+
+
 def why_dropped(verdict: Verdict) -> str:
     """The reason a dropped item or an ignored response gives."""
-    if verdict.duplicate and verdict.duplicate_of_url == verdict.url:  # out under another URL
+    if met_again_as_its_own(verdict):
         return "met again under its URL, whose content this crawl has put out already"
     if verdict.duplicate:
         return f"near-duplicate of {verdict.duplicate_of_url}"

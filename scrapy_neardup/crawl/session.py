@@ -34,7 +34,7 @@ from ..verdict import Verdict
 from . import kept_requests
 from .background import spawn
 from .hosts import Hosts
-from .policy import Outcome, Policy
+from .policy import Outcome, Policy, met_again_as_its_own
 from .recovery import Recovery
 from .settings import CrawlSettings
 from .start import open_session_parts, said_once, spider_waits
@@ -288,8 +288,8 @@ class CrawlSession:
                 Outcome.TAGGED: "Tagged near-duplicate",
                 Outcome.FIRST: "Kept the first item (its original put none out) of near-duplicate",
             }.get(outcome, "Let through uncertain near-duplicate")
-            of = verdict.duplicate_of_url
-            of = "its own URL, met again (its content is out already)" if of == verdict.url else of
+            own = met_again_as_its_own(verdict)
+            of = "its own URL, met again (its content is out already)" if own else verdict.duplicate_of_url
             logger.debug(
                 "%s %s of %s (%s, similarity %.3f)%s", verb, verdict.url, of, verdict.method,
                 verdict.similarity or 0.0, more,
