@@ -42,7 +42,10 @@ def test_neardup_report_command_reads_the_project_settings(tmp_path):
 def test_neardup_report_command_names_a_missing_index(tmp_path):
     done = scrapy("neardup-report", "news", "-s", f"NEARDUP_INDEX={tmp_path / 'nothing.sqlite'}")
     assert done.returncode == 2
-    assert "nothing.sqlite" in done.stderr
+    assert "nothing.sqlite" in done.stderr and "no spider" not in done.stderr
+    done = scrapy("neardup-report", "nwes", "-s", f"NEARDUP_INDEX={tmp_path / 'nothing.sqlite'}")
+    assert done.returncode == 2
+    assert "'nwes' is no spider of this project: `scrapy list` names them" in done.stderr, done.stderr
 
 
 def test_scrapy_crawl_with_a_bad_setting_fails_in_one_line(tmp_path):

@@ -65,7 +65,14 @@ class NeardupReportCommand(ScrapyCommand):
         try:
             path = write_report(index, out, fmt, canonical, progress=sys.stderr.isatty())
         except NearDupError as exc:
-            print(f"scrapy neardup-report: {exc}", file=sys.stderr)
+            print(f"scrapy neardup-report: {exc}{self._unknown(spider)}", file=sys.stderr)
             self.exitcode = 2
             return
         print(f"wrote the {fmt} report of {IndexSpec.parse(index)} to {path}")
+
+    def _unknown(self, spider: str) -> str:
+        """What to add when the report failed for a spider the project does not have (a typo)."""
+        loader = getattr(self.crawler_process, "spider_loader", None)
+        if loader is None or spider in loader.list():
+            return ""
+        return f" ({spider!r} is no spider of this project: `scrapy list` names them)"
