@@ -191,6 +191,8 @@ class Decision:
             same = compare(probe, own, self.config, self._verify_methods)
             if same.duplicate:
                 unconfirmed = bool(self.index.unconfirmed([own_id]))  # its item may be lost: not to drop
+                if unconfirmed and self.index.stood_for(own_id):
+                    return None  # a page let through stands for it: judged against that page
                 self.index.restamp(own_id, request if unconfirmed else None)  # delivered by this run
                 return Verdict(
                     url, own_id, False, similarity=same.similarity, method=same.method, revisit="unchanged",

@@ -107,6 +107,21 @@ def test_a_revisit_confirms_a_page_an_interrupted_run_admitted(tmp_path):
     assert copy.duplicate and copy.duplicate_of == original
 
 
+def test_a_dead_runs_page_fetched_again_after_a_copy_let_through_is_a_copy_of_it(tmp_path):
+    """The copy met first stands for the group once let through: the recovery's fetch of the
+    dead run's own page is then a duplicate of it, not a second item of the content."""
+    original = _interrupted_run(tmp_path / "i.db")
+    with sqlite_detector(tmp_path / "i.db", CONFIG) as detector:
+        detector.index.begin_run("drop")
+        copy = detector.check("https://b.example/copy", page(STORY))
+        again = detector.check("https://a.example/story", page(STORY))
+        other = detector.check("https://c.example/copy", page(STORY))
+        detector.index.end_run()
+    assert not copy.duplicate and copy.unconfirmed and copy.duplicate_of == original
+    assert again.duplicate and again.duplicate_of == copy.doc_id and again.doc_id == original
+    assert other.duplicate and other.duplicate_of == copy.doc_id
+
+
 def _run(started_at: float, host: str, pid: int, beat_at: float | None = None) -> dict:
     return {"started_at": started_at, "host": host, "pid": pid, "beat_at": beat_at}
 

@@ -128,17 +128,34 @@ def test_a_dead_run_is_unconfirmed_and_one_live_run_claims_what_it_admitted(craw
     assert c.index.beat() == []  # B fetches them again
     let_through = _judge(c, "http://elsewhere/story", STORY)  # a copy of what A may have lost
     assert not let_through.duplicate and let_through.unconfirmed
+    # B fetches A's page again: the copy C let through stands for it, so it is a copy of that.
     again = _judge(b, "http://h/story", STORY, request=b'{"url": "http://h/story", "again": 1}')
-    assert again.revisit == "unchanged" and again.unconfirmed  # its items go out
+    assert again.duplicate and again.duplicate_of == let_through.doc_id
     b.index.fetched_again(kept.doc_id, dead_run)
     assert b.index.pending(dead_run) == []
-    assert b.index.pending(b.index.runs.current) == [(kept.doc_id, b'{"url": "http://h/story", "again": 1}')]
-    assert _judge(c, "http://elsewhere/2", STORY).duplicate  # B's now: confirmed
+    assert b.index.pending(b.index.runs.current) == []  # it put no item out
+    assert _judge(c, "http://elsewhere/2", STORY).duplicate_of == let_through.doc_id
     b.index.beat()  # nothing left of the dead run: recovered, claimed by nobody again
     assert c.index.beat() == [] and not b.index.pending(dead_run)
     b_run = b.index.runs.current
     b.index.end_run()
     assert b.index.pending(b_run) == []
+
+
+def test_a_dead_run_s_page_fetched_again_goes_out_and_is_kept_in_the_live_run_s_name(crawlers):
+    a, b = crawlers(2)
+    a.index.begin_run("drop")
+    kept = _judge(a, "http://h/story", STORY, request=b'{"url": "http://h/story"}')
+    b.index.begin_run("drop")
+    dead_run = a.index.runs.current
+    _die(a)
+    assert b.index.beat() == [dead_run] and b.index.claim(dead_run)
+    again = _judge(b, "http://h/story", STORY, request=b'{"url": "http://h/story", "again": 1}')
+    assert again.revisit == "unchanged" and again.unconfirmed and not again.duplicate  # its items go out
+    b.index.fetched_again(kept.doc_id, dead_run)
+    assert b.index.pending(dead_run) == []
+    assert b.index.pending(b.index.runs.current) == [(kept.doc_id, b'{"url": "http://h/story", "again": 1}')]
+    assert _judge(b, "http://elsewhere/2", STORY).duplicate  # B's now: confirmed
 
 
 def test_a_run_that_closes_leaves_nothing_to_fetch_again(crawlers):

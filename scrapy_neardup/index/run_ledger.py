@@ -18,6 +18,7 @@ from .engine import Engine, retried
 from .runs import Runs
 
 RUN, PENDING, DOC = stores.RUN.name, stores.PENDING.name, stores.DOC.name  # (``stores``)
+DUPLICATES = stores.DUPLICATES.name
 
 
 class RunLedger:
@@ -164,6 +165,20 @@ class RunLedger:
         if not self.runs.dead or not ids:
             return set()
         return {i for i, run in self._runs_of(ids) if run in self.runs.dead}
+
+    def stood_for(self, doc_id: int) -> bool:
+        """Whether a page this crawl admitted while ``doc_id`` was unconfirmed stands for it: let
+        through beside it (its weak link), by a run that did not die. Its group's copies, ``doc_id``
+        fetched again included, are then duplicates of that page."""
+        beside = sorted(self.engine.members(DUPLICATES, [doc_id])[0])
+        if not beside:
+            return False
+        rows = zip(beside, self.engine.get(DOC, beside, ("status", "run")), strict=True)
+        return any(
+            row and row.get("status") == "unique" and self.runs.this_crawl(row.get("run"))
+            and row.get("run") not in self.runs.dead
+            for _, row in rows
+        )  # fmt: skip
 
     def from_earlier_crawls(self, ids: list[int]) -> set[int]:
         if self.runs.current is None or not ids:
