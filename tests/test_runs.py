@@ -210,3 +210,24 @@ def test_the_memory_index_keeps_runs_as_the_others():
     first = _judge(detector, "http://h/story", STORY, request=b"{}")
     assert _judge(detector, "http://h/story", STORY).duplicate  # met again within its own crawl
     assert detector.index.pending(detector.index.runs.current) == [(first.doc_id, b"{}")]
+
+
+def test_a_reset_is_refused_while_a_crawl_uses_the_index(crawlers):
+    """NEARDUP_RESET under a live crawler would delete what it stored: the other crawlers would
+    store it again. Refused in one line naming the run; once that run ended, the reset goes on."""
+    from scrapy_neardup.exceptions import IndexFileError
+    from scrapy_neardup.index import IndexSpec, open_index
+
+    (a,) = crawlers(1)
+    a.index.begin_run("drop")
+    _judge(a, "http://h/story", STORY)
+    opened = crawlers.opened
+    location = opened.where if opened.backend == "sqlite" else f"{opened.where}?prefix={opened.prefix}"
+    spec = IndexSpec.parse(location)
+    run = a.index.runs.current
+    with pytest.raises(IndexFileError, match=rf"is in use by crawl run {run} \(host .*NEARDUP_RESET"):
+        open_index(spec, CONFIG, reset=True)
+    assert a.index.stats()["documents"] == 1  # nothing deleted
+    a.index.end_run()
+    with open_index(spec, CONFIG, reset=True) as fresh:
+        assert fresh.stats()["documents"] == 0

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..exceptions import NearDupError
+from ..exceptions import IndexFileError, NearDupError
 from .engines.memory import MemoryIndex
 from .engines.sqlite import SQLiteIndex
 from .ledger import Ledger
 from .location import BACKENDS, IndexSpec, backend
+from .runs import DEAD_AFTER
 
 if TYPE_CHECKING:
     from ..config import DedupConfig
@@ -41,8 +42,27 @@ def open_index(spec: IndexSpec, config: DedupConfig, *, reset: bool = False) -> 
     anything else found there is refused, naming it)."""
     kind = backend(spec.backend)
     if reset:
+        _refuse_reset_in_use(spec)
         kind.reset(spec)
     return kind.from_spec(spec, config)
+
+
+def _refuse_reset_in_use(spec: IndexSpec) -> None:
+    """A reset deletes the index: never under a crawl using it now, which would store again what
+    the index held (its runs' heartbeats tell)."""
+    try:
+        with open_existing(spec) as index:
+            live = index.live_runs()
+    except Exception:  # no index there, or a damaged one: the reset itself says or does the rest
+        return
+    if live:
+        run, found = live[0]
+        raise IndexFileError(
+            str(spec),
+            f"is in use by crawl run {run} (host {found.get('host')}, pid {found.get('pid')}): NEARDUP_RESET "
+            "would delete it under that crawl; reset it once that crawl has ended (one that died "
+            f"counts as ended {DEAD_AFTER:.0f} s after its last heartbeat)",
+        )
 
 
 def open_existing(spec: IndexSpec) -> Index:

@@ -15,7 +15,7 @@ from typing import Any
 
 from . import stores
 from .engine import Engine, retried
-from .runs import Runs
+from .runs import Runs, alive
 
 RUN, PENDING, DOC = stores.RUN.name, stores.PENDING.name, stores.DOC.name  # (``stores``)
 DUPLICATES = stores.DUPLICATES.name
@@ -49,6 +49,11 @@ class RunLedger:
         ids = list(self.engine.listing(RUN))
         found = zip(ids, self.engine.get(RUN, ids), strict=True)
         return {i: run for i, run in found if run and run.get("ended_at") is None}
+
+    def live_runs(self) -> list[tuple[int, dict[str, Any]]]:
+        """The runs not ended whose processes still run: crawls using the index now."""
+        now = time.time()
+        return [(i, run) for i, run in self._open_runs().items() if alive(run, now)]
 
     def beat(self) -> list[int]:
         """Show this run alive, and look at the others: runs found dead are unconfirmed from now on.
