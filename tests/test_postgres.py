@@ -78,6 +78,13 @@ def test_another_program_s_tables_are_refused_and_a_reset_drops_only_the_index(t
     assert "notes" in tables and "documents" in tables  # the user's table stayed
 
 
+@pytest.mark.parametrize("prefix", ["public", "pg_x", "PG_temp", "information_schema"])
+def test_a_prefix_naming_the_server_s_or_everyone_s_schema_is_refused(postgres_url, prefix):
+    said = r"is a schema of the server's or everyone's; name another \?prefix="
+    with pytest.raises(IndexFileError, match=said):
+        PostgresIndex(postgres_url, DedupConfig(), prefix=prefix)
+
+
 def test_an_unreachable_server_stops_the_crawl_at_start_in_one_line(tmp_path, site):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -90,6 +90,10 @@ class PostgresIndex(Ledger):
         if len(prefix.encode("utf-8")) > 63:
             db.close()
             raise IndexFileError(path, f"{prefix!r} is longer than a schema name may be (63 bytes)")
+        if prefix.lower().startswith("pg_") or prefix in ("public", "information_schema"):
+            db.close()  # the server's own schemas, and the one every user's tables default to
+            why = f"{prefix!r} is a schema of the server's or everyone's; name another ?prefix="
+            raise IndexFileError(path, why)
         try:
             tables = _tables(db, prefix)
             if tables and MARK not in tables:
